@@ -1,0 +1,92 @@
+//! The rate-limiting algorithms, as pure functions of `(state, params, cost, now)`.
+//!
+//! Nothing in here knows about Redis: no Redis types, no allocation, no clock. Every
+//! function takes the current time as an argument so tests can inject any clock.
+//!
+//! Units: `now_us` is microseconds since the Unix epoch on the module clock. Durations in
+//! parameters are whole milliseconds (like `PEXPIRE`). Internal arithmetic is exact integer
+//! arithmetic in `u128`; the parameter limits below keep every intermediate in range.
+
+pub mod gcra;
+pub mod window;
+
+/// Microseconds per millisecond.
+pub const US_PER_MS: u64 = 1_000;
+/// Nanoseconds per millisecond.
+pub const NS_PER_MS: u64 = 1_000_000;
+
+/// Largest accepted duration argument and largest span any state can cover, in ms
+/// (10^12 ms is about 31.7 years). Keeps every intermediate product inside `u128`.
+pub const MAX_SPAN_MS: u64 = 1_000_000_000_000;
+
+/// Largest module time accepted, in ms since the epoch (10^13 ms is the year 2286).
+pub const MAX_TIME_MS: u64 = 10_000_000_000_000;
+
+/// The outcome of one request: the five fields of the standard reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decision {
+    /// The request was admitted (its cost was spent).
+    pub allowed: bool,
+    /// The most cost-1 requests a fresh key admits at once.
+    pub limit: u64,
+    /// Cost-1 requests that would still be admitted right now, after this one.
+    pub remaining: u64,
+    /// 0 when admitted; else ms (rounded up) until this same request would be admitted.
+    pub retry_after_ms: u64,
+    /// ms (rounded up) until the state is equivalent to a fresh one; 0 means no state.
+    pub reset_after_ms: u64,
+}
+
+/// Why a parameter set is refused. The command layer maps these to error texts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamError {
+    /// The named parameter must be at least 1.
+    NotPositive(&'static str),
+    /// The named duration exceeds [`MAX_SPAN_MS`].
+    SpanTooLarge(&'static str),
+    /// The combination of parameters covers more than [`MAX_SPAN_MS`].
+    TooLarge(&'static str),
+    /// The cost exceeds the named limit parameter.
+    CostAboveLimit(&'static str),
+}
+
+/// `ceil(num / den)` for `den > 0`.
+#[inline]
+pub(crate) fn div_ceil(num: u128, den: u128) -> u128 {
+    num.div_ceil(den)
+}
+
+/// Clamp a `u128` into `u64` (values here are bounded well below, this is belt and braces).
+#[inline]
+pub(crate) fn sat_u64(v: u128) -> u64 {
+    u64::try_from(v).unwrap_or(u64::MAX)
+}
+
+/// Checks that `v` is at least 1.
+pub(crate) fn positive(v: u64, name: &'static str) -> Result<u64, ParamError> {
+    if v == 0 {
+        Err(ParamError::NotPositive(name))
+    } else {
+        Ok(v)
+    }
+}
+
+/// Checks that a duration is at least 1 ms and at most [`MAX_SPAN_MS`].
+pub(crate) fn span(v: u64, name: &'static str) -> Result<u64, ParamError> {
+    positive(v, name)?;
+    if v > MAX_SPAN_MS {
+        Err(ParamError::SpanTooLarge(name))
+    } else {
+        Ok(v)
+    }
+}
+
+/// Checks `1 <= cost <= limit`.
+pub fn check_cost(cost: u64, limit: u64, limit_name: &'static str) -> Result<(), ParamError> {
+    positive(cost, "cost")?;
+    if cost > limit {
+        Err(ParamError::CostAboveLimit(limit_name))
+    } else {
+        Ok(())
+    }
+}

@@ -1,0 +1,314 @@
+//! Window counters: the sliding window counter (two fixed windows, the previous one
+//! weighted by how much of it still overlaps the trailing window).
+//!
+//! Windows are aligned to multiples of `window_ms` since the Unix epoch. With `W` the window
+//! in µs, `e` the µs elapsed in the current window, `prev` and `cur` the two counts:
+//! `estimate * W = prev * (W - e) + cur * W`, and a request of cost `c` is admitted iff
+//! `prev * (W - e) + (cur + c) * W <= limit * W`: exact integers, no fractions.
+
+use super::{div_ceil, positive, sat_u64, span, Decision, ParamError, US_PER_MS};
+
+/// Parameters of a window rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Params {
+    /// Most cost admitted per window.
+    pub limit: u64,
+    /// Window length in ms.
+    pub window_ms: u64,
+}
+
+impl Params {
+    pub fn new(limit: u64, window_ms: u64) -> Result<Self, ParamError> {
+        positive(limit, "limit")?;
+        span(window_ms, "window_ms")?;
+        Ok(Params { limit, window_ms })
+    }
+
+    #[inline]
+    fn w_us(&self) -> u64 {
+        self.window_ms * US_PER_MS
+    }
+}
+
+/// Stored counters: `cur` for the window starting at `start_ms`, `prev` for the one before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Counters {
+    pub start_ms: u64,
+    pub prev: u64,
+    pub cur: u64,
+}
+
+/// The counters as seen at `now_us` under `p`: rolled forward to the window containing now.
+/// Each stored count moves to the window (of the new length) that contains the start of the
+/// window it was counted in, so a changed `window_ms` keeps what was counted. Counts in a
+/// window that lies in the future (the clock went back) read as a fully spent current window.
+pub fn current(c: Option<&Counters>, p: &Params, now_us: u64) -> Counters {
+    let w = p.window_ms;
+    let now_ms = now_us / US_PER_MS;
+    let start = now_ms - now_ms % w;
+    let mut out = Counters {
+        start_ms: start,
+        prev: 0,
+        cur: 0,
+    };
+    let Some(c) = c else { return out };
+    let prev_start = c.start_ms.saturating_sub(1);
+    for (at, n) in [(c.start_ms, c.cur), (prev_start, c.prev)] {
+        if n == 0 {
+            continue;
+        }
+        let ws = at - at % w;
+        if ws > start {
+            // Written under a clock that ran ahead: most restrictive state now.
+            return Counters {
+                start_ms: start,
+                prev: 0,
+                cur: p.limit.max(out.cur),
+            };
+        } else if ws == start {
+            out.cur = out.cur.saturating_add(n);
+        } else if ws + w == start {
+            out.prev = out.prev.saturating_add(n);
+        }
+    }
+    out
+}
+
+/// `estimate * W` for counters positioned at `now_us`.
+#[inline]
+fn weighted(c: &Counters, w: u64, e: u64) -> u128 {
+    u128::from(c.prev) * u128::from(w - e) + u128::from(c.cur) * u128::from(w)
+}
+
+/// ms, rounded up, from `now_us` to the instant `at_us` (0 if not after now).
+#[inline]
+fn ms_until(at_us: u128, now_us: u64) -> u64 {
+    sat_u64(div_ceil(
+        at_us.saturating_sub(u128::from(now_us)),
+        u128::from(US_PER_MS),
+    ))
+}
+
+/// Time to fresh: end of the next window if the current count is non-zero, else end of the
+/// current window if the previous count is, else 0.
+fn sliding_reset(c: &Counters, w: u64, now_us: u64) -> u64 {
+    let start_us = u128::from(c.start_ms) * u128::from(US_PER_MS);
+    if c.cur > 0 {
+        ms_until(start_us + 2 * u128::from(w), now_us)
+    } else if c.prev > 0 {
+        ms_until(start_us + u128::from(w), now_us)
+    } else {
+        0
+    }
+}
+
+/// Sliding window counter: decides a request of `cost` (validated `1..=limit`) at `now_us`.
+/// Returns the decision and, when admitted, the counters to store.
+pub fn sliding(
+    c: Option<&Counters>,
+    p: &Params,
+    cost: u64,
+    now_us: u64,
+) -> (Decision, Option<Counters>) {
+    let w = p.w_us();
+    let mut c = current(c, p, now_us);
+    let start_us = c.start_ms * US_PER_MS;
+    let e = now_us - start_us;
+    let cap = u128::from(p.limit) * u128::from(w);
+    let est = weighted(&c, w, e);
+    let wanted = u128::from(cost) * u128::from(w);
+    if est + wanted <= cap {
+        c.cur = c.cur.saturating_add(cost);
+        let d = Decision {
+            allowed: true,
+            limit: p.limit,
+            remaining: sat_u64((cap - (est + wanted)) / u128::from(w)),
+            retry_after_ms: 0,
+            reset_after_ms: sliding_reset(&c, w, now_us),
+        };
+        return (d, Some(c));
+    }
+    // Refused: find the first µs at which the estimate leaves room for `cost`.
+    let at_us: u128 = match p.limit.checked_sub(c.cur.saturating_add(cost)) {
+        // Still in this window: prev * (W - e') <= room * W  <=>  e' >= W - floor(room*W/prev).
+        Some(room) if c.prev > 0 => {
+            let keep = (u128::from(room) * u128::from(w) / u128::from(c.prev)).min(u128::from(w));
+            u128::from(start_us) + u128::from(w) - keep
+        }
+        // Next window: prev' = cur, cur' = 0: cur * (W - e') <= (limit - cost) * W.
+        _ => {
+            let room = u128::from(p.limit.saturating_sub(cost));
+            let keep = if c.cur == 0 {
+                u128::from(w)
+            } else {
+                (room * u128::from(w) / u128::from(c.cur)).min(u128::from(w))
+            };
+            u128::from(start_us) + 2 * u128::from(w) - keep
+        }
+    };
+    let d = Decision {
+        allowed: false,
+        limit: p.limit,
+        remaining: sat_u64(cap.saturating_sub(est) / u128::from(w)),
+        retry_after_ms: ms_until(at_us, now_us).max(1),
+        reset_after_ms: sliding_reset(&c, w, now_us),
+    };
+    (d, None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const T0: u64 = 1_700_000_040_000_000; // µs, aligned to a minute
+
+    fn hit(s: &mut Option<Counters>, p: &Params, cost: u64, now_us: u64) -> Decision {
+        let (d, n) = sliding(s.as_ref(), p, cost, now_us);
+        if let Some(n) = n {
+            *s = Some(n);
+        }
+        d
+    }
+
+    #[test]
+    fn weighted_estimate_across_the_boundary() {
+        let p = Params::new(10, 1000).unwrap();
+        let mut s = None;
+        for i in 0..10u64 {
+            let d = hit(&mut s, &p, 1, T0 + 100_000);
+            assert_eq!(
+                (d.allowed, d.remaining, d.reset_after_ms),
+                (true, 9 - i, 1900)
+            );
+        }
+        let d = hit(&mut s, &p, 1, T0 + 100_000);
+        // cur = 10: next window, 10 * (W - e') <= 9 * W  =>  e' >= 100 ms.
+        assert_eq!(
+            (d.allowed, d.remaining, d.retry_after_ms, d.reset_after_ms),
+            (false, 0, 1000, 1900)
+        );
+        // 250 ms into the next window: estimate = 10 * 0.75 = 7.5, room for 2.
+        let t = T0 + 1_250_000;
+        assert!(hit(&mut s, &p, 1, t).allowed);
+        let d = hit(&mut s, &p, 1, t);
+        assert_eq!((d.allowed, d.remaining, d.reset_after_ms), (true, 0, 1750));
+        let d = hit(&mut s, &p, 1, t);
+        // estimate 9.5, need prev*(W-e) <= (10-2-1)*W = 7W  =>  W - e <= 0.7 W  =>  e >= 300 ms.
+        assert_eq!((d.allowed, d.remaining, d.retry_after_ms), (false, 0, 50));
+        assert!(!hit(&mut s, &p, 1, T0 + 1_299_000).allowed);
+        assert!(hit(&mut s, &p, 1, T0 + 1_300_000).allowed);
+    }
+
+    #[test]
+    fn reset_rules() {
+        let p = Params::new(5, 1000).unwrap();
+        let mut s = None;
+        hit(&mut s, &p, 1, T0 + 400_000);
+        // Current count non-zero: end of the next window.
+        assert_eq!(
+            sliding(s.as_ref(), &p, 1, T0 + 400_000).0.reset_after_ms,
+            1600
+        );
+        // One window later the count is "previous": end of the current window.
+        let d = sliding(s.as_ref(), &p, 5, T0 + 1_500_000).0;
+        assert_eq!((d.allowed, d.reset_after_ms), (false, 500));
+        // Two windows later: fresh.
+        assert_eq!(
+            current(s.as_ref(), &p, T0 + 2_000_000),
+            Counters {
+                start_ms: T0 / 1000 + 2000,
+                prev: 0,
+                cur: 0
+            }
+        );
+    }
+
+    #[test]
+    fn window_change_keeps_counts() {
+        let mut s = None;
+        hit(
+            &mut s,
+            &Params::new(100, 1000).unwrap(),
+            30,
+            T0 + 59_500_000,
+        );
+        let c = current(
+            s.as_ref(),
+            &Params::new(100, 60_000).unwrap(),
+            T0 + 59_600_000,
+        );
+        assert_eq!((c.prev, c.cur), (0, 30));
+    }
+
+    #[test]
+    fn clock_back_reads_fully_spent() {
+        let p = Params::new(5, 1000).unwrap();
+        let mut s = None;
+        hit(&mut s, &p, 1, T0 + 10_000_000);
+        let d = hit(&mut s, &p, 1, T0);
+        assert_eq!((d.allowed, d.remaining), (false, 0));
+        assert!(d.retry_after_ms <= 2000 && d.reset_after_ms <= 2000);
+    }
+
+    proptest! {
+        /// In every aligned window, admitted cost never exceeds the limit, and at every
+        /// admission the weighted estimate (including it) is within the limit; for any clock.
+        #[test]
+        fn never_more_than_limit(
+            limit in 1u64..20, window_ms in 1u64..3000,
+            steps in prop::collection::vec((-2_000_000i64..4_000_000, 1u64..6), 1..100),
+        ) {
+            let p = Params::new(limit, window_ms).unwrap();
+            let mut s = None;
+            let mut now = T0 as i64;
+            let mut per_window = std::collections::HashMap::<u64, u64>::new();
+            for (dt, cost) in steps {
+                now += dt / 11;
+                let cost = cost.min(limit);
+                let before = current(s.as_ref(), &p, now as u64);
+                if hit(&mut s, &p, cost, now as u64).allowed {
+                    let idx = (now as u64 / 1000) / window_ms;
+                    let n = per_window.entry(idx).or_default();
+                    *n += cost;
+                    prop_assert!(*n <= limit);
+                    let w = u128::from(window_ms * 1000);
+                    let e = now as u64 - before.start_ms * 1000;
+                    prop_assert!(u128::from(before.prev) * (w - u128::from(e)) + u128::from(before.cur + cost) * w <= u128::from(limit) * w);
+                }
+            }
+        }
+
+        /// retry_after_ms is exact at ms resolution; remaining unit requests fit now.
+        #[test]
+        fn replies_are_consistent(
+            limit in 1u64..20, window_ms in 1u64..3000,
+            steps in prop::collection::vec((0u64..2_000, 1u64..6), 1..60),
+        ) {
+            let p = Params::new(limit, window_ms).unwrap();
+            let mut s = None;
+            let mut now = T0;
+            for (dt_ms, cost) in steps {
+                now += dt_ms * 1000;
+                let cost = cost.min(limit);
+                let d = hit(&mut s, &p, cost, now);
+                if !d.allowed {
+                    let r = d.retry_after_ms;
+                    prop_assert!(sliding(s.as_ref(), &p, cost, now + r * 1000).0.allowed);
+                    prop_assert!(!sliding(s.as_ref(), &p, cost, now + (r - 1) * 1000).0.allowed);
+                }
+                let mut probe = s;
+                for _ in 0..d.remaining {
+                    prop_assert!(hit(&mut probe, &p, 1, now).allowed);
+                }
+                prop_assert!(!hit(&mut probe, &p, 1, now).allowed);
+                let later = current(s.as_ref(), &p, now + d.reset_after_ms * 1000);
+                prop_assert_eq!((later.prev, later.cur), (0, 0));
+                if d.reset_after_ms > 0 {
+                    let before = current(s.as_ref(), &p, now + d.reset_after_ms * 1000 - 1000);
+                    prop_assert!(before.prev + before.cur > 0);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,72 @@
+//! `RL.INFO key`: the stored state as field/value pairs (a map on RESP3).
+
+use crate::algo::gcra;
+use crate::clock;
+use crate::datatype::{self, Slot};
+use crate::error::{Error, WRONGTYPE};
+use crate::rm::{self, Ctx, Key, RStr};
+use crate::state::State;
+
+enum Val {
+    Str(&'static str),
+    Int(u64),
+    Signed(i64),
+}
+
+pub fn info(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
+    let [_, name] = args else {
+        return Err(Error::Arity);
+    };
+    let key = Key::open(ctx, *name, false);
+    let s = match datatype::slot(&key) {
+        Slot::Empty => {
+            rm::reply_null(ctx);
+            return Ok(());
+        }
+        Slot::Foreign => return Err(Error::Static(WRONGTYPE)),
+        Slot::Ours(s) => *s,
+    };
+    let ttl = ("ttl_ms", Val::Signed(key.expire()));
+    let algo = ("algorithm", Val::Str(s.algo().name()));
+    let fields: Vec<(&str, Val)> = match &s {
+        State::Gcra(b) => vec![
+            algo,
+            ("burst", Val::Int(b.params.burst)),
+            ("count", Val::Int(b.params.count)),
+            ("period_ms", Val::Int(b.params.period_ms)),
+            ("tat_ns", Val::Int(b.tat.ns)),
+            ttl,
+        ],
+        State::TokenBucket(b) => vec![
+            algo,
+            ("capacity", Val::Int(b.params.burst)),
+            ("refill_tokens", Val::Int(b.params.count)),
+            ("refill_period_ms", Val::Int(b.params.period_ms)),
+            (
+                "tokens",
+                Val::Int(gcra::tokens(Some(&b.tat), &b.params, clock::now_us())),
+            ),
+            ("tat_ns", Val::Int(b.tat.ns)),
+            ttl,
+        ],
+        State::Sliding(w) => vec![
+            algo,
+            ("limit", Val::Int(w.params.limit)),
+            ("window_ms", Val::Int(w.params.window_ms)),
+            ("window_start_ms", Val::Int(w.counters.start_ms)),
+            ("previous_count", Val::Int(w.counters.prev)),
+            ("current_count", Val::Int(w.counters.cur)),
+            ttl,
+        ],
+    };
+    rm::reply_map(ctx, fields.len());
+    for (k, v) in fields {
+        rm::reply_bulk(ctx, k.as_bytes());
+        match v {
+            Val::Str(s) => rm::reply_bulk(ctx, s.as_bytes()),
+            Val::Int(n) => rm::reply_u64(ctx, n),
+            Val::Signed(n) => rm::reply_i64(ctx, n),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,66 @@
+//! Every error text the module replies, in one place.
+
+use crate::algo::ParamError;
+use std::ffi::{CStr, CString};
+
+/// An error reply: a constant, or a message built on the (cold) error path.
+#[derive(Debug)]
+pub enum Error {
+    /// Redis's own "wrong number of arguments" reply.
+    Arity,
+    Static(&'static CStr),
+    Owned(CString),
+}
+
+pub const NOT_INTEGER: &CStr = c"ERR value is not an integer or out of range";
+pub const SYNTAX: &CStr = c"ERR syntax error";
+pub const WRONGTYPE: &CStr = c"WRONGTYPE Operation against a key holding the wrong kind of value";
+pub const CLOCK_DISABLED: &CStr =
+    c"ERR RL.CLOCK is disabled: load the module with ratelimit.test-clock yes";
+pub const CLOCK_RANGE: &CStr = c"ERR time must be between 0 and 10000000000000 ms";
+pub const CLOCK_SUBCOMMAND: &CStr =
+    c"ERR unknown subcommand: try RL.CLOCK GET | SET unix_ms | ADVANCE ms | REAL";
+pub const APPLY_INTERNAL: &CStr =
+    c"ERR RL._APPLY is internal: only accepted from the primary link or the AOF";
+pub const APPLY_PAYLOAD: &CStr = c"ERR RL._APPLY payload is not a valid ratelimit state";
+pub const INTERNAL: &CStr = c"ERR internal error in the ratelimit module (the server is fine)";
+
+impl Error {
+    pub fn as_cstr(&self) -> &CStr {
+        match self {
+            Error::Arity => c"ERR wrong number of arguments",
+            Error::Static(s) => s,
+            Error::Owned(s) => s.as_c_str(),
+        }
+    }
+
+    fn owned(msg: String) -> Error {
+        CString::new(msg).map_or(Error::Static(INTERNAL), Error::Owned)
+    }
+
+    /// A key holding a ratelimit state of another algorithm.
+    pub fn other_algorithm(name: &str) -> Error {
+        Error::owned(format!(
+            "WRONGTYPE key holds a ratelimit state of another algorithm ({name})"
+        ))
+    }
+}
+
+impl From<&'static CStr> for Error {
+    fn from(s: &'static CStr) -> Error {
+        Error::Static(s)
+    }
+}
+
+impl From<ParamError> for Error {
+    fn from(e: ParamError) -> Error {
+        Error::owned(match e {
+            ParamError::NotPositive(name) => format!("ERR {name} must be a positive integer"),
+            ParamError::SpanTooLarge(name) => {
+                format!("ERR {name} must be at most {}", crate::algo::MAX_SPAN_MS)
+            }
+            ParamError::TooLarge(what) => format!("ERR parameters too large: {what}"),
+            ParamError::CostAboveLimit(name) => format!("ERR COST must not exceed {name}"),
+        })
+    }
+}

@@ -1,0 +1,68 @@
+//! redis-ratelimit: native rate-limiting commands for Redis 7.0+ and Valkey.
+//!
+//! Layout: `algo/` holds the pure algorithms (no Redis types); `rule` and `state` connect
+//! them to the stored value; `args`, `commands/`, `datatype`, `register`, `rm` and `clock`
+//! are the thin Redis shell.
+
+// The shell passes the server's opaque handles (contexts, keys, strings) straight to the
+// server's API; they are not dereferenced in Rust, so the lint's concern does not apply.
+#![allow(clippy::not_unsafe_ptr_arg_deref)]
+
+pub mod algo;
+pub mod args;
+pub mod clock;
+pub mod commands;
+pub mod datatype;
+pub mod error;
+pub mod register;
+pub mod rm;
+pub mod rule;
+pub mod state;
+
+use commands::clock::TEST_CLOCK;
+use datatype::RL_TYPE;
+use redis_module::configuration::ConfigurationFlags;
+use redis_module::{raw, redis_module, Context, RedisString, Status};
+
+#[cfg(not(test))]
+use redis_module::alloc::RedisAlloc as Alloc;
+#[cfg(test)]
+use std::alloc::System as Alloc;
+
+/// Module options: handle RDB read errors ourselves (a corrupt payload is refused, never a
+/// crash); signal modified keys explicitly (only when a state is written); and declare
+/// support for Valkey's atomic slot migration (bit 5, ignored by older servers).
+const MODULE_OPTIONS: i32 = (raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS
+    | raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED
+    | (1 << 5)) as i32;
+
+fn init(ctx: &Context, _args: &[RedisString]) -> Status {
+    datatype::init();
+    if let Some(f) = unsafe { raw::RedisModule_SetModuleOptions } {
+        unsafe { f(ctx.ctx, MODULE_OPTIONS) };
+    }
+    match register::register(ctx.ctx) {
+        Ok(()) => Status::Ok,
+        Err(e) => {
+            ctx.log_warning(&format!("ratelimit: {e}"));
+            Status::Err
+        }
+    }
+}
+
+redis_module! {
+    name: "ratelimit",
+    version: 1,
+    allocator: (Alloc, Alloc),
+    data_types: [RL_TYPE],
+    init: init,
+    configurations: [
+        i64: [],
+        string: [],
+        bool: [
+            ["test-clock", &TEST_CLOCK, false, ConfigurationFlags::IMMUTABLE, None],
+        ],
+        enum: [],
+        module_args_as_configuration: true,
+    ]
+}
