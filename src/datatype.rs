@@ -121,7 +121,8 @@ unsafe fn state<'a>(value: *mut c_void) -> Option<&'a State> {
 
 unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
     if let Some(s) = unsafe { state(value) } {
-        let buf = s.encode();
+        let enc = s.encode();
+        let buf = enc.as_slice();
         api!(RedisModule_SaveStringBuffer(rdb, buf.as_ptr().cast(), buf.len()) else ());
     }
 }
@@ -133,7 +134,8 @@ unsafe extern "C" fn aof_rewrite(
 ) {
     // Redis appends the key's PEXPIREAT after this itself.
     if let Some(s) = unsafe { state(value) } {
-        let buf = s.encode();
+        let enc = s.encode();
+        let buf = enc.as_slice();
         api!(RedisModule_EmitAOF(
             aof,
             c"RL._APPLY".as_ptr(),
@@ -145,13 +147,14 @@ unsafe extern "C" fn aof_rewrite(
     }
 }
 
-unsafe extern "C" fn mem_usage(_value: *const c_void) -> usize {
-    std::mem::size_of::<State>()
+unsafe extern "C" fn mem_usage(value: *const c_void) -> usize {
+    unsafe { state(value.cast_mut()) }.map_or(0, State::mem_usage)
 }
 
 unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
     if let Some(s) = unsafe { state(value) } {
-        let buf = s.encode();
+        let enc = s.encode();
+        let buf = enc.as_slice();
         api!(RedisModule_DigestAddStringBuffer(md, buf.as_ptr().cast(), buf.len()) else ());
         api!(RedisModule_DigestEndSequence(md) else ());
     }
@@ -170,7 +173,7 @@ unsafe extern "C" fn copy(
     value: *const c_void,
 ) -> *mut c_void {
     match unsafe { state(value.cast_mut()) } {
-        Some(s) => boxed(*s),
+        Some(s) => boxed(s.clone()),
         None => std::ptr::null_mut(),
     }
 }

@@ -23,6 +23,7 @@ pub const CLOCK_SUBCOMMAND: &CStr =
 pub const APPLY_INTERNAL: &CStr =
     c"ERR RL._APPLY is internal: only accepted from the primary link or the AOF";
 pub const APPLY_PAYLOAD: &CStr = c"ERR RL._APPLY payload is not a valid ratelimit state";
+pub const TOKEN: &CStr = c"ERR token must be of the form <unix_ms>-<seq>";
 pub const INTERNAL: &CStr = c"ERR internal error in the ratelimit module (the server is fine)";
 
 impl Error {
@@ -61,6 +62,9 @@ impl From<ParamError> for Error {
             }
             ParamError::TooLarge(what) => format!("ERR parameters too large: {what}"),
             ParamError::CostAboveLimit(name) => format!("ERR COST must not exceed {name}"),
+            ParamError::AboveConfig(name, max, config) => {
+                format!("ERR {name} must be at most {max} (config {config})")
+            }
         })
     }
 }

@@ -57,7 +57,10 @@ redis_module! {
     data_types: [RL_TYPE],
     init: init,
     configurations: [
-        i64: [],
+        i64: [
+            ["log-max-limit", &commands::rate::LOG_MAX_LIMIT, 10_000, 1, 1_000_000, ConfigurationFlags::DEFAULT, None],
+            ["acquire-max-limit", &commands::rate::ACQUIRE_MAX_LIMIT, 10_000, 1, 1_000_000, ConfigurationFlags::DEFAULT, None],
+        ],
         string: [],
         bool: [
             ["test-clock", &TEST_CLOCK, false, ConfigurationFlags::IMMUTABLE, None],

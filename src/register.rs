@@ -2,7 +2,7 @@
 //! with `RedisModule_CreateCommand` + `RedisModule_SetCommandInfo` (both Redis 7.0), so
 //! `COMMAND INFO`, `COMMAND GETKEYS` and cluster routing work as for built-in commands.
 
-use crate::commands::{self, apply, clock, info, rate, Handler};
+use crate::commands::{self, apply, clock, info, lease, rate, throttle, Handler};
 use crate::rm::{self, api, Ctx};
 use redis_module::raw;
 use std::ffi::{c_int, CStr};
@@ -47,6 +47,13 @@ macro_rules! entry {
 entry!(c_gcra, rate::gcra);
 entry!(c_tokenbucket, rate::tokenbucket);
 entry!(c_sliding, rate::sliding);
+entry!(c_fixed, rate::fixed);
+entry!(c_log, rate::log);
+entry!(c_queue, rate::queue);
+entry!(c_acquire, rate::acquire);
+entry!(c_release, lease::release);
+entry!(c_renew, lease::renew);
+entry!(c_throttle, throttle::throttle);
 entry!(c_info, info::info);
 entry!(c_clock, clock::clock);
 entry!(c_apply, apply::apply);
@@ -54,7 +61,7 @@ entry!(c_apply, apply::apply);
 /// The ACL category the module adds where the server supports it.
 pub const CATEGORY: &CStr = c"ratelimit";
 
-fn table() -> [Command; 6] {
+fn table() -> [Command; 13] {
     const RATE: &CStr = c"write deny-oom fast";
     const RATE_ACL: &CStr = c"write fast ratelimit";
     [
@@ -84,6 +91,70 @@ fn table() -> [Command; 6] {
             keys: Keys::Update,
             acl: RATE_ACL,
             summary: c"Sliding window counter: limit per trailing window_ms (weighted estimate)",
+        },
+        Command {
+            name: c"rl.fixed",
+            func: Some(c_fixed),
+            flags: RATE,
+            arity: -4,
+            keys: Keys::Update,
+            acl: RATE_ACL,
+            summary: c"Fixed window counter: limit per aligned window_ms",
+        },
+        Command {
+            name: c"rl.log",
+            func: Some(c_log),
+            flags: RATE,
+            arity: -4,
+            keys: Keys::Update,
+            acl: RATE_ACL,
+            summary: c"Exact sliding log: limit per trailing window_ms",
+        },
+        Command {
+            name: c"rl.queue",
+            func: Some(c_queue),
+            flags: RATE,
+            arity: -4,
+            keys: Keys::Update,
+            acl: RATE_ACL,
+            summary: c"Leaky bucket as a queue: one request per interval_ms, capacity waiting",
+        },
+        Command {
+            name: c"rl.acquire",
+            func: Some(c_acquire),
+            flags: RATE,
+            arity: -4,
+            keys: Keys::Update,
+            acl: RATE_ACL,
+            summary:
+                c"Concurrency limit: acquires a lease of lease_ms if fewer than limit are held",
+        },
+        Command {
+            name: c"rl.release",
+            func: Some(c_release),
+            flags: c"write fast",
+            arity: 3,
+            keys: Keys::Update,
+            acl: c"write fast ratelimit",
+            summary: c"Releases a lease acquired with RL.ACQUIRE",
+        },
+        Command {
+            name: c"rl.renew",
+            func: Some(c_renew),
+            flags: c"write fast",
+            arity: 4,
+            keys: Keys::Update,
+            acl: c"write fast ratelimit",
+            summary: c"Extends a lease acquired with RL.ACQUIRE to now + lease_ms",
+        },
+        Command {
+            name: c"cl.throttle",
+            func: Some(c_throttle),
+            flags: RATE,
+            arity: -5,
+            keys: Keys::Update,
+            acl: RATE_ACL,
+            summary: c"redis-cell compatible GCRA throttle",
         },
         Command {
             name: c"rl.info",

@@ -153,6 +153,17 @@ impl Key {
         api!(RedisModule_GetAbsExpire(self.ptr) else -1)
     }
 
+    /// The bytes of a string key (valid while the key is open and unmodified).
+    pub fn string_value(&self) -> Option<&[u8]> {
+        let mut len: usize = 0;
+        let p = api!(RedisModule_StringDMA(self.ptr, &mut len, raw::REDISMODULE_READ as c_int) else ptr::null_mut());
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: Redis guarantees `len` bytes at `p` while the key stays open.
+        Some(unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) })
+    }
+
     pub fn set_abs_expire(&self, unix_ms: i64) {
         api!(RedisModule_SetAbsExpire(self.ptr, unix_ms) else ERR);
     }

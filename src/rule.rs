@@ -1,65 +1,207 @@
 //! A rule is one algorithm with its parameters: what a rate command asks for. It connects
 //! the stored [`State`] to the pure algorithms; still no Redis types here.
 
-use crate::algo::{gcra, window, Decision};
-use crate::state::{Algo, Bucket, State, Window};
+use crate::algo::{gcra, lease, log, window, Decision};
+use crate::state::{Algo, Bucket, LeaseState, LogState, State, Window};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rule {
-    /// GCRA or token bucket (`algo` says which; the arithmetic is the same).
+    /// GCRA, token bucket or queue (`Algo` says which; the arithmetic is the same).
     Bucket(Algo, gcra::Params),
-    /// Sliding window counter.
-    Sliding(window::Params),
+    /// Sliding or fixed window counter.
+    Window(Algo, window::Params),
+    /// Exact sliding log.
+    Log(window::Params),
+    /// Concurrency leases (`RL.ACQUIRE`).
+    Acquire(lease::Params),
+}
+
+/// What a command appends after the five standard fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Extra {
+    None,
+    /// `RL.QUEUE`: ms the admitted request waits (0 when refused).
+    Delay(u64),
+    /// `RL.ACQUIRE`: the lease's token (None when refused).
+    Token(Option<lease::Token>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outcome {
+    pub decision: Decision,
+    pub extra: Extra,
+    /// The state was changed and must be stored, expired and replicated.
+    pub wrote: bool,
 }
 
 impl Rule {
     pub fn algo(&self) -> Algo {
         match self {
-            Rule::Bucket(a, _) => *a,
-            Rule::Sliding(_) => Algo::Sliding,
+            Rule::Bucket(a, _) | Rule::Window(a, _) => *a,
+            Rule::Log(_) => Algo::Log,
+            Rule::Acquire(_) => Algo::Concurrency,
         }
     }
 
-    /// Decides a request of `cost` against `prev` (which must be of this rule's algorithm;
-    /// anything else reads as no state). Returns the state to store when admitted.
-    pub fn decide(
-        &self,
-        prev: Option<&State>,
-        cost: u64,
-        now_us: u64,
-    ) -> (Decision, Option<State>) {
-        match self {
-            Rule::Bucket(algo, p) => {
-                let tat = match prev {
-                    Some(State::Gcra(b) | State::TokenBucket(b)) => Some(&b.tat),
-                    _ => None,
+    /// The state of a key that does not exist.
+    pub fn fresh(&self) -> State {
+        match *self {
+            Rule::Bucket(a, params) => {
+                let b = Bucket {
+                    params,
+                    tat: gcra::Tat {
+                        ns: 0,
+                        frac: 0,
+                        den: params.count,
+                    },
                 };
-                let (d, next) = gcra::decide(tat, p, cost, now_us);
-                let next = next.map(|tat| {
-                    let b = Bucket { params: *p, tat };
-                    match algo {
-                        Algo::TokenBucket => State::TokenBucket(b),
-                        _ => State::Gcra(b),
-                    }
-                });
-                (d, next)
+                match a {
+                    Algo::TokenBucket => State::TokenBucket(b),
+                    Algo::Queue => State::Queue(b),
+                    _ => State::Gcra(b),
+                }
             }
-            Rule::Sliding(p) => {
-                let c = match prev {
-                    Some(State::Sliding(w)) => Some(&w.counters),
-                    _ => None,
+            Rule::Window(a, params) => {
+                let w = Window {
+                    params,
+                    counters: window::Counters::default(),
                 };
-                let (d, next) = window::sliding(c, p, cost, now_us);
-                (
-                    d,
-                    next.map(|counters| {
-                        State::Sliding(Window {
+                match a {
+                    Algo::Fixed => State::Fixed(w),
+                    _ => State::Sliding(w),
+                }
+            }
+            Rule::Log(params) => State::Log(LogState {
+                params,
+                log: log::Log::default(),
+            }),
+            Rule::Acquire(p) => State::Concurrency(LeaseState {
+                limit: p.limit,
+                leases: lease::Leases::default(),
+            }),
+        }
+    }
+
+    /// Decides a request of `cost` against `s` (the stored state, or [`Rule::fresh`]).
+    /// When admitted and `commit`, updates `s` in place under this rule's parameters.
+    pub fn hit(&self, s: &mut State, cost: u64, now_us: u64, commit: bool) -> Outcome {
+        if s.algo() != self.algo() {
+            return self.hit(&mut self.fresh(), cost, now_us, false);
+        }
+        let mut extra = Extra::None;
+        let (decision, wrote) = match (self, s) {
+            (Rule::Bucket(algo, p), State::Gcra(b) | State::TokenBucket(b) | State::Queue(b)) => {
+                let (d, next) = gcra::decide(Some(&b.tat), p, cost, now_us);
+                if *algo == Algo::Queue {
+                    let delay = gcra::delay_ms(Some(&b.tat), p, now_us);
+                    extra = Extra::Delay(if d.allowed { delay } else { 0 });
+                }
+                match next {
+                    // Admitted, or clamped after a clock jump: store under this rule's numbers.
+                    Some(tat) if commit => {
+                        *b = Bucket { params: *p, tat };
+                        (d, true)
+                    }
+                    _ => (d, false),
+                }
+            }
+            (Rule::Window(algo, p), State::Sliding(w) | State::Fixed(w)) => {
+                let (d, next) = match algo {
+                    Algo::Fixed => window::fixed(Some(&w.counters), p, cost, now_us),
+                    _ => window::sliding(Some(&w.counters), p, cost, now_us),
+                };
+                match next {
+                    Some(counters) if commit => {
+                        *w = Window {
                             params: *p,
                             counters,
-                        })
-                    }),
-                )
+                        };
+                        (d, true)
+                    }
+                    _ => (d, false),
+                }
             }
+            (Rule::Log(p), State::Log(l)) => {
+                let (d, changed) = l.log.hit(p, cost, now_us, commit);
+                if d.allowed && commit {
+                    l.params = *p;
+                }
+                (d, changed)
+            }
+            (Rule::Acquire(p), State::Concurrency(c)) => {
+                let (d, token, changed) = c.leases.acquire(p, now_us, commit);
+                extra = Extra::Token(token);
+                if d.allowed && commit {
+                    c.limit = p.limit;
+                }
+                (d, changed)
+            }
+            // Unreachable: the algorithms were checked equal above.
+            _ => return self.hit(&mut self.fresh(), cost, now_us, false),
+        };
+        Outcome {
+            decision,
+            extra,
+            wrote,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T0: u64 = 1_700_000_040_000_000;
+
+    #[test]
+    fn queue_shapes_one_per_interval() {
+        let rule = Rule::Bucket(
+            Algo::Queue,
+            gcra::Params::new(5, 1, 1000, gcra::GCRA_NAMES).unwrap(),
+        );
+        let mut s = rule.fresh();
+        let mut got = vec![];
+        for _ in 0..8 {
+            let o = rule.hit(&mut s, 1, T0, true);
+            got.push((o.decision.allowed, o.extra));
+        }
+        let delays: Vec<_> = got.iter().map(|g| g.1).collect();
+        assert_eq!(
+            delays,
+            [0, 1000, 2000, 3000, 4000, 0, 0, 0]
+                .map(Extra::Delay)
+                .to_vec()
+        );
+        assert_eq!(got.iter().filter(|g| g.0).count(), 5);
+        let o = rule.hit(&mut s, 1, T0 + 1_000_000, true);
+        assert_eq!((o.decision.allowed, o.extra), (true, Extra::Delay(4000)));
+        assert!(!rule.hit(&mut s, 1, T0 + 1_000_000, true).decision.allowed);
+    }
+
+    #[test]
+    fn refused_and_dry_run_change_nothing() {
+        let rules = [
+            Rule::Bucket(
+                Algo::Gcra,
+                gcra::Params::new(2, 1, 1000, gcra::GCRA_NAMES).unwrap(),
+            ),
+            Rule::Window(Algo::Sliding, window::Params::new(2, 1000).unwrap()),
+            Rule::Window(Algo::Fixed, window::Params::new(2, 1000).unwrap()),
+            Rule::Log(window::Params::new(2, 1000).unwrap()),
+            Rule::Acquire(lease::Params::new(2, 1000).unwrap()),
+        ];
+        for rule in rules {
+            let mut s = rule.fresh();
+            assert!(rule.hit(&mut s, 1, T0, true).wrote);
+            let before = s.clone();
+            let o = rule.hit(&mut s, 1, T0, false);
+            assert!(o.decision.allowed && !o.wrote);
+            assert_eq!(s, before);
+            assert!(rule.hit(&mut s, 1, T0, true).wrote);
+            let before = s.clone();
+            let o = rule.hit(&mut s, 1, T0, true);
+            assert!(!o.decision.allowed && !o.wrote, "{rule:?}");
+            assert_eq!(s, before);
         }
     }
 }

@@ -1,15 +1,18 @@
-//! The `ratelimit` data type: one value per key holding the state of any algorithm, and
-//! its one binary codec, used for RDB, the AOF rewrite, replication and `RL._APPLY`.
+//! The value stored under a key, for any algorithm, and its one binary codec, used for RDB,
+//! the AOF rewrite, replication (`RL._APPLY`), DEBUG DIGEST and RESTORE.
 //!
-//! Encoding (version 1): byte 0 is the codec version, byte 1 the algorithm tag, then five
+//! Encoding version 1: byte 0 is the codec version, byte 1 the algorithm tag, then
 //! little-endian `u64` fields:
-//! - gcra (1), tokenbucket (2): burst, count, period_ms, tat_ns, tat_frac
+//! - gcra (1), tokenbucket (2), queue (6): burst, count, period_ms, tat_ns, tat_frac
 //!   (the TAT is `tat_ns + tat_frac / count` ns since the epoch)
-//! - sliding (3): limit, window_ms, window_start_ms, previous_count, current_count
+//! - sliding (3), fixed (4): limit, window_ms, window_start_ms, previous_count, current_count
+//! - log (5): limit, window_ms, n, then n timestamps (µs, ascending)
+//! - concurrency (7): limit, max_lease_ms, last_token_ms, last_token_seq, horizon_us, n,
+//!   then n leases of (expiry_us, token_ms, token_seq)
 //!
 //! Decoding validates every field; anything odd is refused, never trusted.
 
-use crate::algo::{gcra, window, MAX_TIME_MS, NS_PER_MS};
+use crate::algo::{gcra, lease, log, window, MAX_TIME_MS, NS_PER_MS, US_PER_MS};
 
 /// Which algorithm a state belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,6 +20,10 @@ pub enum Algo {
     Gcra,
     TokenBucket,
     Sliding,
+    Fixed,
+    Log,
+    Queue,
+    Concurrency,
 }
 
 impl Algo {
@@ -26,6 +33,10 @@ impl Algo {
             Algo::Gcra => "gcra",
             Algo::TokenBucket => "tokenbucket",
             Algo::Sliding => "sliding",
+            Algo::Fixed => "fixed",
+            Algo::Log => "log",
+            Algo::Queue => "queue",
+            Algo::Concurrency => "concurrency",
         }
     }
 
@@ -34,6 +45,10 @@ impl Algo {
             Algo::Gcra => 1,
             Algo::TokenBucket => 2,
             Algo::Sliding => 3,
+            Algo::Fixed => 4,
+            Algo::Log => 5,
+            Algo::Queue => 6,
+            Algo::Concurrency => 7,
         }
     }
 }
@@ -52,114 +67,309 @@ pub struct Window {
     pub counters: window::Counters,
 }
 
+/// A sliding-log state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogState {
+    pub params: window::Params,
+    pub log: log::Log,
+}
+
+/// A concurrency state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseState {
+    pub limit: u64,
+    pub leases: lease::Leases,
+}
+
 /// The value stored under a key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum State {
     Gcra(Bucket),
     TokenBucket(Bucket),
+    Queue(Bucket),
     Sliding(Window),
+    Fixed(Window),
+    Log(LogState),
+    Concurrency(LeaseState),
 }
 
 /// Current codec version (also the RDB encoding version).
 pub const ENCODING_VERSION: u8 = 1;
-const FIELDS: usize = 5;
-/// Size of an encoded state.
-pub const ENCODED_LEN: usize = 2 + 8 * FIELDS;
+/// Most entries a decoded log or lease list may hold (the configs' ceiling).
+pub const MAX_ENTRIES: u64 = 1_000_000;
 
 /// Why a payload was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DecodeError(pub &'static str);
+
+/// An encoded state: on the stack for the fixed-size algorithms.
+pub enum Encoded {
+    Inline([u8; 64], usize),
+    Heap(Vec<u8>),
+}
+
+impl Encoded {
+    pub fn as_slice(&self) -> &[u8] {
+        match self {
+            Encoded::Inline(b, n) => b.get(..*n).unwrap_or(&[]),
+            Encoded::Heap(v) => v,
+        }
+    }
+
+    fn new(algo: Algo, fields: usize) -> Encoded {
+        let mut e = if 2 + 8 * fields <= 64 {
+            Encoded::Inline([0; 64], 0)
+        } else {
+            Encoded::Heap(Vec::with_capacity(2 + 8 * fields))
+        };
+        e.push_bytes(&[ENCODING_VERSION, algo.tag()]);
+        e
+    }
+
+    fn push_bytes(&mut self, b: &[u8]) {
+        match self {
+            Encoded::Inline(buf, n) => {
+                if let Some(dst) = buf.get_mut(*n..*n + b.len()) {
+                    dst.copy_from_slice(b);
+                    *n += b.len();
+                }
+            }
+            Encoded::Heap(v) => v.extend_from_slice(b),
+        }
+    }
+
+    fn push(&mut self, v: u64) {
+        self.push_bytes(&v.to_le_bytes());
+    }
+}
+
+/// Reads `u64` fields off a payload.
+struct Reader<'a>(&'a [u8]);
+
+impl Reader<'_> {
+    fn u64(&mut self) -> Result<u64, DecodeError> {
+        let (head, rest) = self
+            .0
+            .split_first_chunk::<8>()
+            .ok_or(DecodeError("truncated"))?;
+        self.0 = rest;
+        Ok(u64::from_le_bytes(*head))
+    }
+
+    fn count(&mut self, per_item: usize) -> Result<u64, DecodeError> {
+        let n = self.u64()?;
+        if n > MAX_ENTRIES || self.0.len() as u64 != n * (per_item as u64) * 8 {
+            return Err(DecodeError("bad entry count"));
+        }
+        Ok(n)
+    }
+}
+
+const MAX_TIME_US: u64 = MAX_TIME_MS * 2 * US_PER_MS;
 
 impl State {
     pub fn algo(&self) -> Algo {
         match self {
             State::Gcra(_) => Algo::Gcra,
             State::TokenBucket(_) => Algo::TokenBucket,
+            State::Queue(_) => Algo::Queue,
             State::Sliding(_) => Algo::Sliding,
+            State::Fixed(_) => Algo::Fixed,
+            State::Log(_) => Algo::Log,
+            State::Concurrency(_) => Algo::Concurrency,
         }
     }
 
-    /// The encoded form (fixed size, no allocation).
-    pub fn encode(&self) -> [u8; ENCODED_LEN] {
-        let fields: [u64; FIELDS] = match self {
-            State::Gcra(b) | State::TokenBucket(b) => [
-                b.params.burst,
-                b.params.count,
-                b.params.period_ms,
-                b.tat.ns,
-                b.tat.frac,
-            ],
-            State::Sliding(w) => [
-                w.params.limit,
-                w.params.window_ms,
-                w.counters.start_ms,
-                w.counters.prev,
-                w.counters.cur,
-            ],
-        };
-        let mut out = [0u8; ENCODED_LEN];
-        out[0] = ENCODING_VERSION;
-        out[1] = self.algo().tag();
-        for (chunk, f) in out[2..].chunks_exact_mut(8).zip(fields) {
-            chunk.copy_from_slice(&f.to_le_bytes());
+    /// The encoded form.
+    pub fn encode(&self) -> Encoded {
+        match self {
+            State::Gcra(b) | State::TokenBucket(b) | State::Queue(b) => {
+                let mut e = Encoded::new(self.algo(), 5);
+                for f in [
+                    b.params.burst,
+                    b.params.count,
+                    b.params.period_ms,
+                    b.tat.ns,
+                    b.tat.frac,
+                ] {
+                    e.push(f);
+                }
+                e
+            }
+            State::Sliding(w) | State::Fixed(w) => {
+                let mut e = Encoded::new(self.algo(), 5);
+                let c = &w.counters;
+                for f in [
+                    w.params.limit,
+                    w.params.window_ms,
+                    c.start_ms,
+                    c.prev,
+                    c.cur,
+                ] {
+                    e.push(f);
+                }
+                e
+            }
+            State::Log(l) => {
+                let n = l.log.entries.len();
+                let mut e = Encoded::new(self.algo(), 3 + n);
+                for f in [l.params.limit, l.params.window_ms, n as u64] {
+                    e.push(f);
+                }
+                for &t in &l.log.entries {
+                    e.push(t);
+                }
+                e
+            }
+            State::Concurrency(c) => {
+                let s = &c.leases;
+                let n = s.leases.len();
+                let mut e = Encoded::new(self.algo(), 6 + 3 * n);
+                for f in [
+                    c.limit,
+                    s.max_lease_ms,
+                    s.last.ms,
+                    s.last.seq,
+                    s.horizon_us,
+                    n as u64,
+                ] {
+                    e.push(f);
+                }
+                for l in &s.leases {
+                    for f in [l.expiry_us, l.token.ms, l.token.seq] {
+                        e.push(f);
+                    }
+                }
+                e
+            }
         }
-        out
     }
 
     /// Parses and validates an encoded state.
     pub fn decode(buf: &[u8]) -> Result<State, DecodeError> {
-        if buf.len() != ENCODED_LEN {
-            return Err(DecodeError("bad length"));
-        }
-        if buf[0] != ENCODING_VERSION {
+        let [version, tag, rest @ ..] = buf else {
+            return Err(DecodeError("truncated"));
+        };
+        if *version != ENCODING_VERSION {
             return Err(DecodeError("unknown encoding version"));
         }
-        let mut f = [0u64; FIELDS];
-        for (v, chunk) in f.iter_mut().zip(buf[2..].chunks_exact(8)) {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(chunk);
-            *v = u64::from_le_bytes(b);
-        }
+        let mut r = Reader(rest);
         let max_ns = MAX_TIME_MS.saturating_mul(NS_PER_MS).saturating_mul(2);
-        match buf[1] {
-            1 | 2 => {
-                let names = if buf[1] == 1 {
-                    gcra::GCRA_NAMES
-                } else {
+        let state = match tag {
+            1 | 2 | 6 => {
+                let names = if *tag == 2 {
                     gcra::BUCKET_NAMES
+                } else {
+                    gcra::GCRA_NAMES
                 };
-                let params = gcra::Params::new(f[0], f[1], f[2], names)
+                let params = gcra::Params::new(r.u64()?, r.u64()?, r.u64()?, names)
                     .map_err(|_| DecodeError("bad gcra parameters"))?;
-                if f[3] > max_ns || f[4] >= params.count {
+                let (ns, frac) = (r.u64()?, r.u64()?);
+                if ns > max_ns || frac >= params.count {
                     return Err(DecodeError("bad gcra arrival time"));
                 }
-                let tat = gcra::Tat {
-                    ns: f[3],
-                    frac: f[4],
-                    den: params.count,
+                let b = Bucket {
+                    params,
+                    tat: gcra::Tat {
+                        ns,
+                        frac,
+                        den: params.count,
+                    },
                 };
-                let b = Bucket { params, tat };
-                Ok(if buf[1] == 1 {
-                    State::Gcra(b)
-                } else {
-                    State::TokenBucket(b)
-                })
+                match tag {
+                    1 => State::Gcra(b),
+                    2 => State::TokenBucket(b),
+                    _ => State::Queue(b),
+                }
             }
-            3 => {
-                let params = window::Params::new(f[0], f[1])
+            3 | 4 => {
+                let params = window::Params::new(r.u64()?, r.u64()?)
                     .map_err(|_| DecodeError("bad window parameters"))?;
-                if f[2] > MAX_TIME_MS {
+                let counters = window::Counters {
+                    start_ms: r.u64()?,
+                    prev: r.u64()?,
+                    cur: r.u64()?,
+                };
+                if counters.start_ms > MAX_TIME_MS {
                     return Err(DecodeError("bad window start"));
                 }
-                let counters = window::Counters {
-                    start_ms: f[2],
-                    prev: f[3],
-                    cur: f[4],
-                };
-                Ok(State::Sliding(Window { params, counters }))
+                let w = Window { params, counters };
+                if *tag == 3 {
+                    State::Sliding(w)
+                } else {
+                    State::Fixed(w)
+                }
             }
-            _ => Err(DecodeError("unknown algorithm")),
+            5 => {
+                let params = window::Params::new(r.u64()?, r.u64()?)
+                    .map_err(|_| DecodeError("bad log parameters"))?;
+                let n = r.count(1)?;
+                let mut log = log::Log::default();
+                let mut prev = 0;
+                for _ in 0..n {
+                    let t = r.u64()?;
+                    if t < prev || t > MAX_TIME_US {
+                        return Err(DecodeError("bad log entry"));
+                    }
+                    prev = t;
+                    log.entries.push_back(t);
+                }
+                State::Log(LogState { params, log })
+            }
+            7 => {
+                let limit = r.u64()?;
+                let max_lease_ms = r.u64()?;
+                lease::Params::new(limit, max_lease_ms)
+                    .map_err(|_| DecodeError("bad lease parameters"))?;
+                let last = lease::Token {
+                    ms: r.u64()?,
+                    seq: r.u64()?,
+                };
+                let horizon_us = r.u64()?;
+                if horizon_us > MAX_TIME_US {
+                    return Err(DecodeError("bad lease horizon"));
+                }
+                let n = r.count(3)?;
+                let mut leases = Vec::new();
+                for _ in 0..n {
+                    let expiry_us = r.u64()?;
+                    let token = lease::Token {
+                        ms: r.u64()?,
+                        seq: r.u64()?,
+                    };
+                    if expiry_us > MAX_TIME_US || token > last {
+                        return Err(DecodeError("bad lease"));
+                    }
+                    leases.push(lease::Lease { expiry_us, token });
+                }
+                State::Concurrency(LeaseState {
+                    limit,
+                    leases: lease::Leases {
+                        last,
+                        horizon_us,
+                        max_lease_ms,
+                        leases,
+                    },
+                })
+            }
+            _ => return Err(DecodeError("unknown algorithm")),
+        };
+        if !r.0.is_empty() {
+            return Err(DecodeError("trailing bytes"));
         }
+        Ok(state)
+    }
+
+    /// Bytes this value holds on the heap and inline (for MEMORY USAGE).
+    pub fn mem_usage(&self) -> usize {
+        std::mem::size_of::<State>()
+            + match self {
+                State::Log(l) => l.log.entries.capacity() * 8,
+                State::Concurrency(c) => {
+                    c.leases.leases.capacity() * std::mem::size_of::<lease::Lease>()
+                }
+                _ => 0,
+            }
     }
 }
 
@@ -179,8 +389,7 @@ mod tests {
         }
     }
 
-    #[test]
-    fn round_trip_every_algorithm() {
+    pub fn samples() -> Vec<State> {
         let w = Window {
             params: window::Params::new(100, 60_000).unwrap(),
             counters: window::Counters {
@@ -189,38 +398,86 @@ mod tests {
                 cur: 9,
             },
         };
-        for s in [
+        let mut log = log::Log::default();
+        log.entries.extend([
+            1_700_000_040_000_000,
+            1_700_000_040_000_000,
+            1_700_000_041_000_000,
+        ]);
+        let leases = lease::Leases {
+            last: lease::Token {
+                ms: 1_700_000_040_001,
+                seq: 3,
+            },
+            horizon_us: 1_700_000_050_000_000,
+            max_lease_ms: 10_000,
+            leases: vec![lease::Lease {
+                expiry_us: 1_700_000_050_000_000,
+                token: lease::Token {
+                    ms: 1_700_000_040_000,
+                    seq: 0,
+                },
+            }],
+        };
+        vec![
             State::Gcra(bucket()),
             State::TokenBucket(bucket()),
+            State::Queue(bucket()),
             State::Sliding(w),
-        ] {
-            assert_eq!(State::decode(&s.encode()), Ok(s));
+            State::Fixed(w),
+            State::Log(LogState {
+                params: w.params,
+                log,
+            }),
+            State::Concurrency(LeaseState { limit: 3, leases }),
+        ]
+    }
+
+    #[test]
+    fn round_trip_every_algorithm() {
+        for s in samples() {
+            assert_eq!(State::decode(s.encode().as_slice()), Ok(s));
         }
     }
 
     #[test]
     fn refuses_bad_payloads() {
-        let good = State::Gcra(bucket()).encode();
-        assert!(State::decode(&good[..ENCODED_LEN - 1]).is_err());
-        let mut v = good;
-        v[0] = 9;
-        assert!(State::decode(&v).is_err());
-        let mut v = good;
-        v[1] = 99;
-        assert!(State::decode(&v).is_err());
-        let mut v = good;
-        v[2..10].copy_from_slice(&0u64.to_le_bytes()); // burst 0
-        assert!(State::decode(&v).is_err());
-        let mut v = good;
-        v[34..42].copy_from_slice(&3u64.to_le_bytes()); // frac >= count
-        assert!(State::decode(&v).is_err());
+        for s in samples() {
+            let good = s.encode().as_slice().to_vec();
+            for cut in 0..good.len() {
+                assert!(State::decode(&good[..cut]).is_err(), "{s:?} cut at {cut}");
+            }
+            let mut v = good.clone();
+            v.push(0);
+            assert!(State::decode(&v).is_err());
+            let mut v = good.clone();
+            v[0] = 9;
+            assert!(State::decode(&v).is_err());
+            let mut v = good.clone();
+            v[1] = 99;
+            assert!(State::decode(&v).is_err());
+            let mut v = good.clone();
+            v[2..10].copy_from_slice(&0u64.to_le_bytes()); // limit/burst 0
+            assert!(State::decode(&v).is_err());
+        }
     }
 
     proptest! {
         #[test]
-        fn decode_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..64)) {
+        fn decode_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
             if let Ok(s) = State::decode(&bytes) {
-                prop_assert_eq!(State::decode(&s.encode()), Ok(s));
+                prop_assert_eq!(State::decode(s.encode().as_slice()), Ok(s));
+            }
+        }
+
+        #[test]
+        fn decode_of_mutated_payload_never_panics(i in 0usize..100, b in any::<u8>()) {
+            for s in samples() {
+                let mut v = s.encode().as_slice().to_vec();
+                if let Some(x) = v.get_mut(i) {
+                    *x = b;
+                }
+                let _ = State::decode(&v);
             }
         }
     }

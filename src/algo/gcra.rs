@@ -113,7 +113,9 @@ fn effective(tat: Option<&Tat>, p: &Params, now: u128) -> u128 {
 }
 
 /// Decides one request of `cost` (validated `1..=burst`) at `now_us`.
-/// Returns the decision and, when admitted, the new TAT to store.
+/// Returns the decision and the TAT to store: the new one when admitted; on a refusal, the
+/// clamped one if the stored TAT lay further ahead than GCRA can reach (a clock that ran
+/// ahead), so the caller is never blocked for longer than `tau`; else `None`.
 pub fn decide(tat: Option<&Tat>, p: &Params, cost: u64, now_us: u64) -> (Decision, Option<Tat>) {
     let t = p.t();
     let tau = u128::from(p.burst) * t;
@@ -139,8 +141,15 @@ pub fn decide(tat: Option<&Tat>, p: &Params, cost: u64, now_us: u64) -> (Decisio
             retry_after_ms: sat_u64(div_ceil(next - tau - now, tick_ms)),
             reset_after_ms: sat_u64(div_ceil(cur - now, tick_ms)),
         };
-        (d, None)
+        let clamped = tat.is_some_and(|t| t.ticks(p.count) > cur);
+        (d, clamped.then(|| Tat::from_ticks(cur, p.count)))
     }
+}
+
+/// ms (rounded up) a request admitted at `now_us` waits before its turn: the queue view.
+pub fn delay_ms(tat: Option<&Tat>, p: &Params, now_us: u64) -> u64 {
+    let now = u128::from(now_us) * 1_000 * u128::from(p.count);
+    sat_u64(div_ceil(effective(tat, p, now) - now, p.tick_ms()))
 }
 
 /// Whole tokens available at `now_us` (the token-bucket view of the same state).
@@ -294,7 +303,7 @@ mod tests {
 
     proptest! {
         /// For any two admitted requests i <= j, the cost admitted between them is at most
-        /// `burst + (now_j - now_i) / T` — for any clock, including one that goes backwards.
+        /// `burst + (now_j - now_i) / T`.
         #[test]
         fn never_more_than_burst_plus_rate(
             p in arb_params(),
@@ -304,7 +313,7 @@ mod tests {
             let mut now = T0 as i64;
             let mut admitted: Vec<(u64, u64)> = Vec::new();
             for (dt, cost) in steps {
-                now += dt / 7;
+                now += dt.abs() / 7;
                 let cost = cost.min(p.burst);
                 if hit(&mut s, &p, cost, now as u64).allowed {
                     admitted.push((now as u64, cost));
@@ -321,6 +330,32 @@ mod tests {
                         + elapsed_ns * u128::from(p.count);
                     prop_assert!(lhs <= rhs, "admitted {} between {} and {}", sum, i, j);
                 }
+            }
+        }
+
+        /// A clock moved backwards never adds credit: fewer or as many requests fit right
+        /// after the jump as right before it; the caller is blocked at most `tau`, and the
+        /// retry it is told is exact.
+        #[test]
+        fn clock_back_never_adds_credit(
+            p in arb_params(),
+            steps in prop::collection::vec((0u64..3_000, 1u64..5), 1..30),
+            back_ms in 1u64..100_000_000,
+        ) {
+            let mut s = None;
+            let mut now = T0 + 200_000_000_000;
+            for (dt_ms, cost) in steps {
+                now += dt_ms * 1000;
+                hit(&mut s, &p, cost.min(p.burst), now);
+            }
+            let before = decide(s.as_ref(), &p, 1, now).0;
+            let back = now - back_ms * 1000;
+            let d = hit(&mut s, &p, 1, back);
+            prop_assert!(d.remaining <= before.remaining);
+            let tau_ms = (u128::from(p.burst) * u128::from(p.period_ms)).div_ceil(u128::from(p.count));
+            prop_assert!(u128::from(d.retry_after_ms) <= tau_ms && u128::from(d.reset_after_ms) <= tau_ms);
+            if !d.allowed {
+                prop_assert!(decide(s.as_ref(), &p, 1, back + d.retry_after_ms * 1000).0.allowed);
             }
         }
 

@@ -7,7 +7,10 @@
 //! parameters are whole milliseconds (like `PEXPIRE`). Internal arithmetic is exact integer
 //! arithmetic in `u128`; the parameter limits below keep every intermediate in range.
 
+pub mod cell;
 pub mod gcra;
+pub mod lease;
+pub mod log;
 pub mod window;
 
 /// Microseconds per millisecond.
@@ -48,6 +51,8 @@ pub enum ParamError {
     TooLarge(&'static str),
     /// The cost exceeds the named limit parameter.
     CostAboveLimit(&'static str),
+    /// The named parameter exceeds the maximum set by a module config.
+    AboveConfig(&'static str, u64, &'static str),
 }
 
 /// `ceil(num / den)` for `den > 0`.

@@ -1,5 +1,5 @@
-//! Window counters: the sliding window counter (two fixed windows, the previous one
-//! weighted by how much of it still overlaps the trailing window).
+//! Window counters: the fixed window counter, and the sliding window counter (two fixed
+//! windows, the previous one weighted by how much of it still overlaps the trailing window).
 //!
 //! Windows are aligned to multiples of `window_ms` since the Unix epoch. With `W` the window
 //! in µs, `e` the µs elapsed in the current window, `prev` and `cur` the two counts:
@@ -43,6 +43,11 @@ pub struct Counters {
 /// window it was counted in, so a changed `window_ms` keeps what was counted. Counts in a
 /// window that lies in the future (the clock went back) read as a fully spent current window.
 pub fn current(c: Option<&Counters>, p: &Params, now_us: u64) -> Counters {
+    roll(c, p, now_us).0
+}
+
+/// [`current`], and whether the stored counters lay in the future (were clamped).
+fn roll(c: Option<&Counters>, p: &Params, now_us: u64) -> (Counters, bool) {
     let w = p.window_ms;
     let now_ms = now_us / US_PER_MS;
     let start = now_ms - now_ms % w;
@@ -51,7 +56,7 @@ pub fn current(c: Option<&Counters>, p: &Params, now_us: u64) -> Counters {
         prev: 0,
         cur: 0,
     };
-    let Some(c) = c else { return out };
+    let Some(c) = c else { return (out, false) };
     let prev_start = c.start_ms.saturating_sub(1);
     for (at, n) in [(c.start_ms, c.cur), (prev_start, c.prev)] {
         if n == 0 {
@@ -60,18 +65,19 @@ pub fn current(c: Option<&Counters>, p: &Params, now_us: u64) -> Counters {
         let ws = at - at % w;
         if ws > start {
             // Written under a clock that ran ahead: most restrictive state now.
-            return Counters {
+            let spent = Counters {
                 start_ms: start,
                 prev: 0,
                 cur: p.limit.max(out.cur),
             };
+            return (spent, true);
         } else if ws == start {
             out.cur = out.cur.saturating_add(n);
         } else if ws + w == start {
             out.prev = out.prev.saturating_add(n);
         }
     }
-    out
+    (out, false)
 }
 
 /// `estimate * W` for counters positioned at `now_us`.
@@ -111,7 +117,7 @@ pub fn sliding(
     now_us: u64,
 ) -> (Decision, Option<Counters>) {
     let w = p.w_us();
-    let mut c = current(c, p, now_us);
+    let (mut c, clamped) = roll(c, p, now_us);
     let start_us = c.start_ms * US_PER_MS;
     let e = now_us - start_us;
     let cap = u128::from(p.limit) * u128::from(w);
@@ -153,7 +159,42 @@ pub fn sliding(
         retry_after_ms: ms_until(at_us, now_us).max(1),
         reset_after_ms: sliding_reset(&c, w, now_us),
     };
-    (d, None)
+    (d, clamped.then_some(c))
+}
+
+/// Fixed window counter: admitted iff `count + cost <= limit` in the current aligned window.
+/// Only `cur` is used. Retry and reset are both the time to the window's end.
+/// Counters from the future are clamped as for [`sliding`].
+pub fn fixed(
+    c: Option<&Counters>,
+    p: &Params,
+    cost: u64,
+    now_us: u64,
+) -> (Decision, Option<Counters>) {
+    let (mut c, clamped) = roll(c, p, now_us);
+    c.prev = 0;
+    let end = u128::from(c.start_ms + p.window_ms) * u128::from(US_PER_MS);
+    let to_end = ms_until(end, now_us);
+    let used = c.cur.saturating_add(cost);
+    if used <= p.limit {
+        c.cur = used;
+        let d = Decision {
+            allowed: true,
+            limit: p.limit,
+            remaining: p.limit - used,
+            retry_after_ms: 0,
+            reset_after_ms: to_end,
+        };
+        return (d, Some(c));
+    }
+    let d = Decision {
+        allowed: false,
+        limit: p.limit,
+        remaining: p.limit.saturating_sub(c.cur),
+        retry_after_ms: to_end,
+        reset_after_ms: if c.cur > 0 { to_end } else { 0 },
+    };
+    (d, clamped.then_some(c))
 }
 
 #[cfg(test)]
@@ -251,9 +292,65 @@ mod tests {
         assert!(d.retry_after_ms <= 2000 && d.reset_after_ms <= 2000);
     }
 
+    #[test]
+    fn fixed_window_boundary_attack_admits_twice_the_limit() {
+        let p = Params::new(100, 60_000).unwrap();
+        let mut s = None;
+        let mut admitted = 0;
+        for t in [T0 + 59_500_000, T0 + 60_500_000] {
+            for _ in 0..100 {
+                let (d, n) = fixed(s.as_ref(), &p, 1, t);
+                if let Some(n) = n {
+                    s = Some(n);
+                }
+                admitted += u64::from(d.allowed);
+            }
+            let d = fixed(s.as_ref(), &p, 1, t).0;
+            let left = if t == T0 + 59_500_000 { 500 } else { 59_500 };
+            assert_eq!(
+                (d.allowed, d.remaining, d.retry_after_ms, d.reset_after_ms),
+                (false, 0, left, left)
+            );
+        }
+        assert_eq!(admitted, 200);
+    }
+
     proptest! {
-        /// In every aligned window, admitted cost never exceeds the limit, and at every
-        /// admission the weighted estimate (including it) is within the limit; for any clock.
+        /// Fixed window: per aligned window never more than the limit (clock moving
+        /// forward); retry is exact for any clock.
+        #[test]
+        fn fixed_never_more_than_limit(
+            limit in 1u64..20, window_ms in 1u64..3000,
+            steps in prop::collection::vec((-2_000_000i64..4_000_000, 1u64..6), 1..100),
+        ) {
+            let p = Params::new(limit, window_ms).unwrap();
+            let mut s = None;
+            let mut now = T0 as i64;
+            let mut per_window = std::collections::HashMap::<u64, u64>::new();
+            let back = steps.len() % 2 == 0;
+            for (dt, cost) in steps {
+                let dt = if back { dt } else { dt.abs() };
+                now = (now + dt / 11) / 1000 * 1000;
+                let cost = cost.min(limit);
+                let (d, n) = fixed(s.as_ref(), &p, cost, now as u64);
+                if let Some(n) = n {
+                    s = Some(n);
+                }
+                if d.allowed {
+                    let e = per_window.entry(now as u64 / 1000 / window_ms).or_default();
+                    *e += cost;
+                    prop_assert!(back || *e <= limit);
+                } else {
+                    let r = d.retry_after_ms;
+                    prop_assert!(fixed(s.as_ref(), &p, cost, now as u64 + r * 1000).0.allowed);
+                    prop_assert!(r == 0 || !fixed(s.as_ref(), &p, cost, now as u64 + (r - 1) * 1000).0.allowed);
+                }
+            }
+        }
+
+        /// In every aligned window, admitted cost never exceeds the limit (clock moving
+        /// forward), and at every admission the weighted estimate (including it) is within
+        /// the limit (any clock). A jump back never adds room.
         #[test]
         fn never_more_than_limit(
             limit in 1u64..20, window_ms in 1u64..3000,
@@ -263,15 +360,23 @@ mod tests {
             let mut s = None;
             let mut now = T0 as i64;
             let mut per_window = std::collections::HashMap::<u64, u64>::new();
+            let back = steps.len() % 2 == 0;
+            let mut last = now as u64;
             for (dt, cost) in steps {
+                let dt = if back { dt } else { dt.abs() };
                 now += dt / 11;
                 let cost = cost.min(limit);
+                if (now as u64) < last {
+                    let room_before = sliding(s.as_ref(), &p, 1, last).0.remaining;
+                    prop_assert!(sliding(s.as_ref(), &p, 1, now as u64).0.remaining <= room_before);
+                }
+                last = now as u64;
                 let before = current(s.as_ref(), &p, now as u64);
                 if hit(&mut s, &p, cost, now as u64).allowed {
                     let idx = (now as u64 / 1000) / window_ms;
                     let n = per_window.entry(idx).or_default();
                     *n += cost;
-                    prop_assert!(*n <= limit);
+                    prop_assert!(back || *n <= limit);
                     let w = u128::from(window_ms * 1000);
                     let e = now as u64 - before.start_ms * 1000;
                     prop_assert!(u128::from(before.prev) * (w - u128::from(e)) + u128::from(before.cur + cost) * w <= u128::from(limit) * w);

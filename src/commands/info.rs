@@ -11,6 +11,7 @@ enum Val {
     Str(&'static str),
     Int(u64),
     Signed(i64),
+    Owned(String),
 }
 
 pub fn info(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
@@ -24,7 +25,7 @@ pub fn info(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
             return Ok(());
         }
         Slot::Foreign => return Err(Error::Static(WRONGTYPE)),
-        Slot::Ours(s) => *s,
+        Slot::Ours(s) => s.clone(),
     };
     let ttl = ("ttl_ms", Val::Signed(key.expire()));
     let algo = ("algorithm", Val::Str(s.algo().name()));
@@ -58,6 +59,45 @@ pub fn info(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
             ("current_count", Val::Int(w.counters.cur)),
             ttl,
         ],
+        State::Queue(b) => vec![
+            algo,
+            ("capacity", Val::Int(b.params.burst)),
+            ("interval_ms", Val::Int(b.params.period_ms)),
+            ("tat_ns", Val::Int(b.tat.ns)),
+            ttl,
+        ],
+        State::Fixed(w) => vec![
+            algo,
+            ("limit", Val::Int(w.params.limit)),
+            ("window_ms", Val::Int(w.params.window_ms)),
+            ("window_start_ms", Val::Int(w.counters.start_ms)),
+            ("count", Val::Int(w.counters.cur)),
+            ttl,
+        ],
+        State::Log(l) => vec![
+            algo,
+            ("limit", Val::Int(l.params.limit)),
+            ("window_ms", Val::Int(l.params.window_ms)),
+            ("entries", Val::Int(l.log.entries.len() as u64)),
+            (
+                "oldest_us",
+                Val::Int(l.log.entries.front().copied().unwrap_or(0)),
+            ),
+            (
+                "newest_us",
+                Val::Int(l.log.entries.back().copied().unwrap_or(0)),
+            ),
+            ttl,
+        ],
+        State::Concurrency(c) => vec![
+            algo,
+            ("limit", Val::Int(c.limit)),
+            ("max_lease_ms", Val::Int(c.leases.max_lease_ms)),
+            ("leases", Val::Int(c.leases.leases.len() as u64)),
+            ("last_token", Val::Owned(c.leases.last.to_string())),
+            ("horizon_us", Val::Int(c.leases.horizon_us)),
+            ttl,
+        ],
     };
     rm::reply_map(ctx, fields.len());
     for (k, v) in fields {
@@ -66,6 +106,7 @@ pub fn info(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
             Val::Str(s) => rm::reply_bulk(ctx, s.as_bytes()),
             Val::Int(n) => rm::reply_u64(ctx, n),
             Val::Signed(n) => rm::reply_i64(ctx, n),
+            Val::Owned(s) => rm::reply_bulk(ctx, s.as_bytes()),
         }
     }
     Ok(())

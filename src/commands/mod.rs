@@ -4,17 +4,20 @@
 pub mod apply;
 pub mod clock;
 pub mod info;
+pub mod lease;
 pub mod rate;
+pub mod throttle;
 
 use crate::algo::Decision;
 use crate::datatype::{self, Slot};
 use crate::error::{Error, INTERNAL, WRONGTYPE};
 use crate::rm::{self, api, Ctx, Key, RStr};
-use crate::rule::Rule;
-use crate::state::State;
+use crate::rule::{Extra, Outcome, Rule};
+use crate::state::{Algo, State};
 use crate::{args::Opts, clock as mclock};
 use redis_module::raw;
 use std::ffi::c_int;
+use std::io::Write;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// A command implementation: `args[0]` is the command name. Replies itself on success.
@@ -43,8 +46,8 @@ pub fn dispatch(ctx: Ctx, argv: *mut RStr, argc: c_int, h: Handler) -> c_int {
 }
 
 /// Replies the five standard fields.
-pub fn reply_decision(ctx: Ctx, d: &Decision) {
-    rm::reply_array(ctx, 5);
+pub fn reply_decision(ctx: Ctx, d: &Decision, extra_fields: usize) {
+    rm::reply_array(ctx, 5 + extra_fields);
     for v in [
         u64::from(d.allowed),
         d.limit,
@@ -56,11 +59,37 @@ pub fn reply_decision(ctx: Ctx, d: &Decision) {
     }
 }
 
-/// The state a rule may read from an open key: none, or ours of the same algorithm.
-pub fn read_state(key: &Key, rule: &Rule) -> Result<Option<State>, Error> {
+/// Replies an outcome: the five fields plus the command's extra field, if any.
+pub fn reply_outcome(ctx: Ctx, o: &Outcome) {
+    match o.extra {
+        Extra::None => reply_decision(ctx, &o.decision, 0),
+        Extra::Delay(ms) => {
+            reply_decision(ctx, &o.decision, 1);
+            rm::reply_u64(ctx, ms);
+        }
+        Extra::Token(t) => {
+            reply_decision(ctx, &o.decision, 1);
+            match t {
+                Some(t) => {
+                    let mut buf = [0u8; 48];
+                    let n = {
+                        let mut w = &mut buf[..];
+                        let _ = write!(w, "{t}");
+                        48 - w.len()
+                    };
+                    rm::reply_bulk(ctx, buf.get(..n).unwrap_or(&[]));
+                }
+                None => rm::reply_null(ctx),
+            }
+        }
+    }
+}
+
+/// The key's state if it holds one of `algo`: `Ok(None)` when empty, `WRONGTYPE` otherwise.
+pub fn state_of(key: &Key, algo: Algo) -> Result<Option<&mut State>, Error> {
     match datatype::slot(key) {
         Slot::Empty => Ok(None),
-        Slot::Ours(s) if s.algo() == rule.algo() => Ok(Some(*s)),
+        Slot::Ours(s) if s.algo() == algo => Ok(Some(s)),
         Slot::Ours(s) => Err(Error::other_algorithm(s.algo().name())),
         Slot::Foreign => Err(Error::Static(WRONGTYPE)),
     }
@@ -68,38 +97,56 @@ pub fn read_state(key: &Key, rule: &Rule) -> Result<Option<State>, Error> {
 
 /// Decides one request of `rule` on key `name` and, when admitted and not a dry run,
 /// writes the new state with its TTL and propagates the effect.
-pub fn run(ctx: Ctx, name: RStr, rule: &Rule, opts: Opts) -> Result<Decision, Error> {
+pub fn run(ctx: Ctx, name: RStr, rule: &Rule, opts: Opts) -> Result<Outcome, Error> {
     let now = mclock::now_us();
     let key = Key::open(ctx, name, !opts.dryrun);
-    let prev = read_state(&key, rule)?;
-    let (d, next) = rule.decide(prev.as_ref(), opts.cost, now);
-    if let (Some(next), false) = (next, opts.dryrun) {
-        write(ctx, &key, name, next, d.reset_after_ms);
+    let mut fresh = None;
+    let state = match state_of(&key, rule.algo())? {
+        Some(s) => s,
+        None => fresh.insert(rule.fresh()),
+    };
+    let out = rule.hit(state, opts.cost, now, !opts.dryrun);
+    if out.wrote {
+        let enc = state.encode();
+        commit(
+            ctx,
+            &key,
+            name,
+            fresh,
+            enc.as_slice(),
+            out.decision.reset_after_ms,
+        );
     }
-    Ok(d)
+    Ok(out)
 }
 
-/// Writes `s` with a TTL of `ttl_ms`, signals the change and replicates the effect
-/// (the state and its absolute expiry), never the clock-dependent command.
-pub fn write(ctx: Ctx, key: &Key, name: RStr, s: State, ttl_ms: u64) {
+/// Finishes a write: stores a new key's state (`fresh`; an existing one was updated in
+/// place), sets the TTL to `ttl_ms`, signals the change and replicates the effect (the
+/// encoded state `enc` and its absolute expiry), never the clock-dependent command.
+pub fn commit(ctx: Ctx, key: &Key, name: RStr, fresh: Option<State>, enc: &[u8], ttl_ms: u64) {
     if ttl_ms == 0 {
-        // A state equivalent to a fresh key is no state (never reached after an admission).
+        // Equivalent to a fresh key: no state at all.
+        if fresh.is_none() {
+            key.delete();
+            api!(RedisModule_Replicate(ctx, c"DEL".as_ptr(), c"s".as_ptr(), name) else rm::ERR);
+        }
         return;
     }
-    if !datatype::store(key, s) {
-        return;
+    if let Some(s) = fresh {
+        if !datatype::store(key, s) {
+            return;
+        }
     }
     key.set_expire(i64::try_from(ttl_ms).unwrap_or(i64::MAX));
     rm::signal_modified(ctx, name);
     let at = key.abs_expire();
-    let buf = s.encode();
     api!(RedisModule_Replicate(
         ctx,
         c"RL._APPLY".as_ptr(),
         c"sbcl".as_ptr(),
         name,
-        buf.as_ptr(),
-        buf.len(),
+        enc.as_ptr(),
+        enc.len(),
         c"PXAT".as_ptr(),
         at as std::ffi::c_longlong
     ) else raw::REDISMODULE_ERR as c_int);

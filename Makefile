@@ -1,0 +1,89 @@
+# redis-ratelimit: build, run and test.
+#
+#   make run     build the module and start redis-server with it (foreground, Ctrl-C stops)
+#   make test    everything CI runs: fmt, clippy, unit + integration tests, redis-cli suite
+#
+# Both install what is missing on a fresh Debian/Ubuntu machine (scripts/deps.sh).
+# `make help` lists every target.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := build
+# Steps run one after another even under `make -j` (two apt-get runs would fight over the lock).
+.NOTPARALLEL:
+
+CARGO  ?= cargo
+MODULE := target/release/libredis_ratelimit.so
+# Port for `make run` (redis.conf says 6379; `make run PORT=6380` overrides it).
+PORT   ?= 6379
+
+# rustup installs into ~/.cargo/bin, which a non-login shell (CI, sudo) may not have on PATH.
+ifeq ($(shell command -v $(CARGO) 2>/dev/null),)
+  ifneq ($(wildcard $(HOME)/.cargo/bin/cargo),)
+    export PATH := $(HOME)/.cargo/bin:$(PATH)
+  endif
+endif
+
+TEST_START := $(shell date +%s)
+
+.PHONY: all help deps test-deps build run test fmt-check clippy cargo-test cli-test clean
+
+all: build
+
+help:
+	@echo "make deps       install missing system packages (libclang-dev, redis-server, redis-tools)"
+	@echo "make build      deps + cargo build --release  ->  $(MODULE)"
+	@echo "make run        build, then redis-server redis.conf in the foreground (PORT=$(PORT))"
+	@echo "make test       deps, build, cargo fmt --check, clippy, cargo test --release, tests/cli/run.sh"
+	@echo "make cli-test   build, then only the redis-cli suite (tests/cli/run.sh)"
+	@echo "make clean      cargo clean"
+
+deps:
+	@echo "==> deps: checking system packages and the Rust toolchain"
+	@bash scripts/deps.sh
+
+test-deps:
+	@echo "==> deps: checking system packages, the Rust toolchain, rustfmt and clippy"
+	@bash scripts/deps.sh --test
+
+build: deps
+	@echo "==> build: $(CARGO) build --release"
+	$(CARGO) build --release
+	@test -f $(MODULE) || { echo "build: error: $(MODULE) was not produced" >&2; exit 1; }
+
+run: build
+	@echo "==> run: checking that 127.0.0.1:$(PORT) is free"
+	@bash scripts/check-port.sh $(PORT)
+	@echo "==> run: redis-server redis.conf --port $(PORT)   (Ctrl-C to stop; try: redis-cli -p $(PORT) RL.GCRA user:1 5 1 1000)"
+	redis-server redis.conf --port $(PORT)
+
+# The test steps run in this order (each needs the release build first: a plain
+# `cargo test` does not rebuild the cdylib the integration tests load).
+test: test-deps build
+	@echo "==> test: $(CARGO) fmt --check"
+	$(CARGO) fmt --check
+	@echo "==> test: $(CARGO) clippy --all-targets -- -D warnings"
+	$(CARGO) clippy --all-targets -- -D warnings
+	@echo "==> test: $(CARGO) test --release (unit and integration tests)"
+	$(CARGO) test --release
+	@echo "==> test: redis-cli suite (tests/cli/run.sh)"
+	bash tests/cli/run.sh
+	@echo "==> test: all passed in $$(( $$(date +%s) - $(TEST_START) )) s"
+
+# Single steps, for iterating (the same commands as in `test`).
+fmt-check: test-deps
+	$(CARGO) fmt --check
+
+clippy: test-deps
+	$(CARGO) clippy --all-targets -- -D warnings
+
+cargo-test: build
+	$(CARGO) test --release
+
+cli-test: build
+	@echo "==> test: redis-cli suite (tests/cli/run.sh)"
+	bash tests/cli/run.sh
+
+clean:
+	@echo "==> clean: $(CARGO) clean"
+	$(CARGO) clean

@@ -1,0 +1,164 @@
+//! `CL.THROTTLE`: redis-cell's GCRA, reproduced to give identical replies for valid arguments.
+//!
+//! redis-cell works in integer nanoseconds with an emission interval truncated through `f64`
+//! (`T = (period_ns as f64 / count as f64) as i64`), a tolerance `dvt = T * (max_burst + 1)`,
+//! replies seconds truncated then plus one if at least a whole ms remains, and computes
+//! `remaining` as `(next_us as f64 / T_us as f64) as i64`. Those choices are kept as they are.
+
+use super::{ParamError, MAX_SPAN_MS, NS_PER_MS};
+
+const NS_PER_S: i128 = 1_000_000_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Params {
+    pub max_burst: u64,
+    pub count: u64,
+    pub period_s: u64,
+    /// Emission interval, ns (redis-cell's truncation).
+    t_ns: i128,
+}
+
+impl Params {
+    /// Validates: every argument at least 1 (redis-cell answers nonsense otherwise), the
+    /// interval at least 1 µs (redis-cell divides by it in µs), `dvt` within range.
+    pub fn new(max_burst: u64, count: u64, period_s: u64) -> Result<Self, ParamError> {
+        super::positive(max_burst, "max_burst")?;
+        super::positive(count, "count_per_period")?;
+        super::positive(period_s, "period")?;
+        if period_s > MAX_SPAN_MS / 1000 {
+            return Err(ParamError::SpanTooLarge("period"));
+        }
+        let period_ns = i128::from(period_s) * NS_PER_S;
+        let t_ns = ((period_ns as f64) / (count as f64)) as i64 as i128;
+        if t_ns < 1_000 {
+            return Err(ParamError::TooLarge(
+                "count_per_period / period gives an emission interval below 1 microsecond",
+            ));
+        }
+        let dvt = t_ns * (i128::from(max_burst) + 1);
+        if dvt > i128::from(MAX_SPAN_MS) * i128::from(NS_PER_MS) {
+            return Err(ParamError::TooLarge(
+                "(max_burst + 1) * period / count_per_period must not exceed 1000000000000 ms",
+            ));
+        }
+        Ok(Params {
+            max_burst,
+            count,
+            period_s,
+            t_ns,
+        })
+    }
+
+    /// The limit redis-cell reports: `max_burst + 1`.
+    pub fn limit(&self) -> u64 {
+        self.max_burst.saturating_add(1)
+    }
+}
+
+/// The reply of `CL.THROTTLE`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reply {
+    pub limited: bool,
+    pub limit: i64,
+    pub remaining: i64,
+    pub retry_after_s: i64,
+    pub reset_after_s: i64,
+}
+
+/// redis-cell's rounding: whole seconds (truncated), plus one if a whole ms remains.
+fn cell_secs(ns: i128) -> i64 {
+    let s = ns / NS_PER_S;
+    let sub_ms = (ns % NS_PER_S) / 1_000_000;
+    (s + i128::from(sub_ms > 0)) as i64
+}
+
+/// One `CL.THROTTLE` of `quantity` (>= 1) at `now_ns`. Returns the reply, the new TAT in ns
+/// when the request was admitted, and the time to fresh in ns (the key's TTL).
+pub fn throttle(
+    tat_ns: Option<u64>,
+    p: &Params,
+    quantity: u64,
+    now_ns: u64,
+) -> (Reply, Option<u64>, i128) {
+    let now = i128::from(now_ns);
+    let t = p.t_ns;
+    let dvt = t * (i128::from(p.max_burst) + 1);
+    let increment = t * i128::from(quantity);
+    // A TAT further ahead than an admission could have left it is read as fully spent.
+    let tat = tat_ns
+        .map_or(now, |v| i128::from(v).min(now + dvt))
+        .max(now);
+    let new_tat = tat + increment;
+    let diff = now - (new_tat - dvt);
+    let (limited, retry, ttl, stored) = if diff < 0 {
+        let retry = if increment <= dvt { -diff } else { -NS_PER_S };
+        (true, retry, tat - now, None)
+    } else {
+        (false, -NS_PER_S, new_tat - now, u64::try_from(new_tat).ok())
+    };
+    let next = dvt - ttl;
+    let remaining = if next > -t {
+        ((next / 1_000) as f64 / (t / 1_000) as f64) as i64
+    } else {
+        0
+    };
+    let reply = Reply {
+        limited,
+        limit: p.limit() as i64,
+        remaining,
+        retry_after_s: cell_secs(retry),
+        reset_after_s: cell_secs(ttl),
+    };
+    (reply, stored, ttl)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: u64 = 1_700_000_040_000_000_000;
+
+    fn run(p: &Params, tat: &mut Option<u64>, q: u64, now: u64) -> [i64; 5] {
+        let (r, n, _) = throttle(*tat, p, q, now);
+        if let Some(n) = n {
+            *tat = Some(n);
+        }
+        [
+            i64::from(r.limited),
+            r.limit,
+            r.remaining,
+            r.retry_after_s,
+            r.reset_after_s,
+        ]
+    }
+
+    #[test]
+    fn redis_cell_readme_sequence() {
+        let p = Params::new(15, 30, 60).unwrap();
+        let mut tat = None;
+        assert_eq!(run(&p, &mut tat, 1, NOW), [0, 16, 15, -1, 2]);
+        for _ in 2..16 {
+            run(&p, &mut tat, 1, NOW);
+        }
+        assert_eq!(run(&p, &mut tat, 1, NOW), [0, 16, 0, -1, 32]);
+        for _ in 17..=20 {
+            assert_eq!(run(&p, &mut tat, 1, NOW), [1, 16, 0, 2, 32]);
+        }
+    }
+
+    #[test]
+    fn quantity_above_the_limit_never_retries() {
+        let p = Params::new(5, 1, 1).unwrap();
+        let mut tat = None;
+        assert_eq!(run(&p, &mut tat, 7, NOW), [1, 6, 6, -1, 0]);
+        assert_eq!(tat, None);
+    }
+
+    #[test]
+    fn refuses_nonsense() {
+        assert!(Params::new(0, 1, 1).is_err());
+        assert!(Params::new(1, 0, 1).is_err());
+        assert!(Params::new(1, 1, 0).is_err());
+        assert!(Params::new(1, 2_000_000, 1).is_err());
+    }
+}

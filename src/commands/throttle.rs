@@ -1,0 +1,86 @@
+//! `CL.THROTTLE key max_burst count_per_period period [quantity]`: redis-cell's command,
+//! with its replies, on this module's state. A key still holding redis-cell's string state
+//! (the TAT in ns) is adopted: it becomes a `gcra` state on the next admitted request.
+
+use super::{commit, state_of};
+use crate::algo::{cell, gcra, NS_PER_MS};
+use crate::args::positive;
+use crate::clock;
+use crate::error::{Error, WRONGTYPE};
+use crate::rm::{self, Ctx, Key, RStr};
+use crate::state::{Algo, Bucket, State};
+use redis_module::raw;
+
+/// redis-cell's stored value: the TAT in ns as decimal digits.
+fn parse_cell_string(b: &[u8]) -> Option<u64> {
+    if b.is_empty() || b.len() > 20 || !b.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(b).ok()?.parse().ok()
+}
+
+pub fn throttle(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
+    let (name, burst, count, period, quantity) = match args {
+        [_, k, b, c, p] => (*k, *b, *c, *p, None),
+        [_, k, b, c, p, q] => (*k, *b, *c, *p, Some(*q)),
+        _ => return Err(Error::Arity),
+    };
+    let p = cell::Params::new(
+        positive(burst, "max_burst")?,
+        positive(count, "count_per_period")?,
+        positive(period, "period")?,
+    )?;
+    let quantity = match quantity {
+        Some(q) => positive(q, "quantity")?,
+        None => 1,
+    };
+    let names = ["max_burst", "count_per_period", "period"];
+    let gp = gcra::Params::new(p.limit(), p.count, p.period_s.saturating_mul(1000), names)?;
+    let now_ns = clock::now_us().saturating_mul(1000);
+    let key = Key::open(ctx, name, true);
+    let adopted = key.kind() == raw::REDISMODULE_KEYTYPE_STRING;
+    let tat = if adopted {
+        Some(
+            key.string_value()
+                .and_then(parse_cell_string)
+                .ok_or(Error::Static(WRONGTYPE))?,
+        )
+    } else {
+        match state_of(&key, Algo::Gcra)? {
+            Some(State::Gcra(b)) => Some(b.tat.ns.saturating_add(u64::from(b.tat.frac > 0))),
+            _ => None,
+        }
+    };
+    let (reply, stored, ttl_ns) = cell::throttle(tat, &p, quantity, now_ns);
+    if let Some(ns) = stored {
+        let next = State::Gcra(Bucket {
+            params: gp,
+            tat: gcra::Tat {
+                ns,
+                frac: 0,
+                den: gp.count,
+            },
+        });
+        let enc = next.encode();
+        let ttl_ms = u64::try_from(ttl_ns).unwrap_or(0).div_ceil(NS_PER_MS);
+        let fresh = match state_of(&key, Algo::Gcra) {
+            Ok(Some(s)) => {
+                *s = next;
+                None
+            }
+            _ => Some(next),
+        };
+        commit(ctx, &key, name, fresh, enc.as_slice(), ttl_ms);
+    }
+    rm::reply_array(ctx, 5);
+    for v in [
+        i64::from(reply.limited),
+        reply.limit,
+        reply.remaining,
+        reply.retry_after_s,
+        reply.reset_after_s,
+    ] {
+        rm::reply_i64(ctx, v);
+    }
+    Ok(())
+}
