@@ -134,8 +134,8 @@ unsafe extern "C" fn aof_rewrite(
 ) {
     // Redis appends the key's PEXPIREAT after this itself.
     if let Some(s) = unsafe { state(value) } {
-        let enc = s.encode();
-        let buf = enc.as_slice();
+        let mut enc = s.encode();
+        let buf = enc.with_expiry(0);
         api!(RedisModule_EmitAOF(
             aof,
             c"RL._APPLY".as_ptr(),

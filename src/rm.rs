@@ -94,6 +94,11 @@ pub fn signal_modified(ctx: Ctx, name: RStr) {
     api!(RedisModule_SignalModifiedKey(ctx, name) else ERR);
 }
 
+/// The server's clock in ms (`RedisModule_Milliseconds`, what relative expiries use).
+pub fn server_ms() -> u64 {
+    u64::try_from(api!(RedisModule_Milliseconds() else 0)).unwrap_or(0)
+}
+
 /// An open key, closed on drop.
 pub struct Key {
     ptr: *mut raw::RedisModuleKey,

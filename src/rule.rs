@@ -49,11 +49,7 @@ impl Rule {
             Rule::Bucket(a, params) => {
                 let b = Bucket {
                     params,
-                    tat: gcra::Tat {
-                        ns: 0,
-                        frac: 0,
-                        den: params.count,
-                    },
+                    tat: gcra::Tat { ns: 0, frac: 0 },
                 };
                 match a {
                     Algo::TokenBucket => State::TokenBucket(b),
@@ -71,14 +67,14 @@ impl Rule {
                     _ => State::Sliding(w),
                 }
             }
-            Rule::Log(params) => State::Log(LogState {
+            Rule::Log(params) => State::Log(Box::new(LogState {
                 params,
                 log: log::Log::default(),
-            }),
-            Rule::Acquire(p) => State::Concurrency(LeaseState {
+            })),
+            Rule::Acquire(p) => State::Concurrency(Box::new(LeaseState {
                 limit: p.limit,
                 leases: lease::Leases::default(),
-            }),
+            })),
         }
     }
 
@@ -91,9 +87,10 @@ impl Rule {
         let mut extra = Extra::None;
         let (decision, wrote) = match (self, s) {
             (Rule::Bucket(algo, p), State::Gcra(b) | State::TokenBucket(b) | State::Queue(b)) => {
-                let (d, next) = gcra::decide(Some(&b.tat), p, cost, now_us);
+                let stored = Some(b.stored());
+                let (d, next) = gcra::decide(stored, p, cost, now_us);
                 if *algo == Algo::Queue {
-                    let delay = gcra::delay_ms(Some(&b.tat), p, now_us);
+                    let delay = gcra::delay_ms(stored, p, now_us);
                     extra = Extra::Delay(if d.allowed { delay } else { 0 });
                 }
                 match next {

@@ -60,6 +60,16 @@ pub struct Bucket {
     pub tat: gcra::Tat,
 }
 
+impl Bucket {
+    /// The stored TAT with the denominator of its fraction (the stored count).
+    pub fn stored(&self) -> gcra::Stored<'_> {
+        gcra::Stored {
+            tat: &self.tat,
+            den: self.params.count,
+        }
+    }
+}
+
 /// A window-counter state: the rule last applied and the counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Window {
@@ -81,7 +91,7 @@ pub struct LeaseState {
     pub leases: lease::Leases,
 }
 
-/// The value stored under a key.
+/// The value stored under a key (48 bytes: the variable-size states live behind a box).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum State {
     Gcra(Bucket),
@@ -89,8 +99,8 @@ pub enum State {
     Queue(Bucket),
     Sliding(Window),
     Fixed(Window),
-    Log(LogState),
-    Concurrency(LeaseState),
+    Log(Box<LogState>),
+    Concurrency(Box<LeaseState>),
 }
 
 /// Current codec version (also the RDB encoding version).
@@ -102,25 +112,52 @@ pub const MAX_ENTRIES: u64 = 1_000_000;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DecodeError(pub &'static str);
 
-/// An encoded state: on the stack for the fixed-size algorithms.
+/// An encoded state, on the stack for the fixed-size algorithms. The buffer keeps 8 bytes
+/// in front of the encoding for an absolute expiry, so the replication payload
+/// ([`Encoded::with_expiry`]) is built without a copy.
 pub enum Encoded {
-    Inline([u8; 64], usize),
+    Inline([u8; INLINE], usize),
     Heap(Vec<u8>),
 }
 
+const INLINE: usize = 8 + 64;
+
 impl Encoded {
-    pub fn as_slice(&self) -> &[u8] {
+    fn bytes(&self) -> &[u8] {
         match self {
             Encoded::Inline(b, n) => b.get(..*n).unwrap_or(&[]),
             Encoded::Heap(v) => v,
         }
     }
 
+    /// The state's encoding (RDB, DEBUG DIGEST).
+    pub fn as_slice(&self) -> &[u8] {
+        self.bytes().get(8..).unwrap_or(&[])
+    }
+
+    /// The `RL._APPLY` payload: the absolute expiry (unix ms, little-endian `u64`; 0 = none)
+    /// followed by the state's encoding.
+    pub fn with_expiry(&mut self, unix_ms: u64) -> &[u8] {
+        let head = unix_ms.to_le_bytes();
+        match self {
+            Encoded::Inline(b, _) => b[..8].copy_from_slice(&head),
+            Encoded::Heap(v) => {
+                if let Some(dst) = v.get_mut(..8) {
+                    dst.copy_from_slice(&head);
+                }
+            }
+        }
+        self.bytes()
+    }
+
     fn new(algo: Algo, fields: usize) -> Encoded {
-        let mut e = if 2 + 8 * fields <= 64 {
-            Encoded::Inline([0; 64], 0)
+        let len = 8 + 2 + 8 * fields;
+        let mut e = if len <= INLINE {
+            Encoded::Inline([0; INLINE], 8)
         } else {
-            Encoded::Heap(Vec::with_capacity(2 + 8 * fields))
+            let mut v = Vec::with_capacity(len);
+            v.extend_from_slice(&[0; 8]);
+            Encoded::Heap(v)
         };
         e.push_bytes(&[ENCODING_VERSION, algo.tag()]);
         e
@@ -141,6 +178,13 @@ impl Encoded {
     fn push(&mut self, v: u64) {
         self.push_bytes(&v.to_le_bytes());
     }
+}
+
+/// Splits an `RL._APPLY` payload into its absolute expiry (None for 0) and state.
+pub fn split_payload(p: &[u8]) -> Result<(Option<u64>, State), DecodeError> {
+    let (head, rest) = p.split_first_chunk::<8>().ok_or(DecodeError("truncated"))?;
+    let at = u64::from_le_bytes(*head);
+    Ok(((at != 0).then_some(at), State::decode(rest)?))
 }
 
 /// Reads `u64` fields off a payload.
@@ -270,11 +314,7 @@ impl State {
                 }
                 let b = Bucket {
                     params,
-                    tat: gcra::Tat {
-                        ns,
-                        frac,
-                        den: params.count,
-                    },
+                    tat: gcra::Tat { ns, frac },
                 };
                 match tag {
                     1 => State::Gcra(b),
@@ -314,7 +354,7 @@ impl State {
                     prev = t;
                     log.entries.push_back(t);
                 }
-                State::Log(LogState { params, log })
+                State::Log(Box::new(LogState { params, log }))
             }
             7 => {
                 let limit = r.u64()?;
@@ -342,7 +382,7 @@ impl State {
                     }
                     leases.push(lease::Lease { expiry_us, token });
                 }
-                State::Concurrency(LeaseState {
+                State::Concurrency(Box::new(LeaseState {
                     limit,
                     leases: lease::Leases {
                         last,
@@ -350,7 +390,7 @@ impl State {
                         max_lease_ms,
                         leases,
                     },
-                })
+                }))
             }
             _ => return Err(DecodeError("unknown algorithm")),
         };
@@ -364,9 +404,10 @@ impl State {
     pub fn mem_usage(&self) -> usize {
         std::mem::size_of::<State>()
             + match self {
-                State::Log(l) => l.log.entries.capacity() * 8,
+                State::Log(l) => std::mem::size_of::<LogState>() + l.log.entries.capacity() * 8,
                 State::Concurrency(c) => {
-                    c.leases.leases.capacity() * std::mem::size_of::<lease::Lease>()
+                    std::mem::size_of::<LeaseState>()
+                        + c.leases.leases.capacity() * std::mem::size_of::<lease::Lease>()
                 }
                 _ => 0,
             }
@@ -384,7 +425,6 @@ mod tests {
             tat: gcra::Tat {
                 ns: 1_700_000_000_000_000_000,
                 frac: 2,
-                den: 3,
             },
         }
     }
@@ -425,12 +465,21 @@ mod tests {
             State::Queue(bucket()),
             State::Sliding(w),
             State::Fixed(w),
-            State::Log(LogState {
+            State::Log(Box::new(LogState {
                 params: w.params,
                 log,
-            }),
-            State::Concurrency(LeaseState { limit: 3, leases }),
+            })),
+            State::Concurrency(Box::new(LeaseState { limit: 3, leases })),
         ]
+    }
+
+    #[test]
+    fn state_is_small() {
+        assert!(
+            std::mem::size_of::<State>() <= 48,
+            "{}",
+            std::mem::size_of::<State>()
+        );
     }
 
     #[test]
@@ -438,6 +487,18 @@ mod tests {
         for s in samples() {
             assert_eq!(State::decode(s.encode().as_slice()), Ok(s));
         }
+    }
+
+    #[test]
+    fn apply_payload_carries_the_expiry() {
+        for s in samples() {
+            let mut e = s.encode();
+            let p = e.with_expiry(1_800_000_000_000).to_vec();
+            assert_eq!(split_payload(&p), Ok((Some(1_800_000_000_000), s.clone())));
+            let p = e.with_expiry(0).to_vec();
+            assert_eq!(split_payload(&p), Ok((None, s)));
+        }
+        assert!(split_payload(&[0; 7]).is_err());
     }
 
     #[test]

@@ -65,29 +65,38 @@ impl Params {
 }
 
 /// The stored theoretical arrival time: `ns + frac/den` ns since the epoch, where `den` is
-/// the `count` it was written with and `frac < den`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// the `count` it was written with (stored beside it, in the rule) and `frac < den`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Tat {
     pub ns: u64,
     pub frac: u64,
+}
+
+/// A stored TAT together with the denominator of its fraction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stored<'a> {
+    pub tat: &'a Tat,
     pub den: u64,
 }
 
-impl Tat {
+impl Stored<'_> {
     /// This instant in ticks of `1/count` ns, rounding a foreign fraction up.
     #[inline]
     fn ticks(&self, count: u64) -> u128 {
         let c = u128::from(count);
-        let whole = u128::from(self.ns) * c;
-        if self.frac == 0 || self.den == 0 {
+        let t = self.tat;
+        let whole = u128::from(t.ns) * c;
+        if t.frac == 0 || self.den == 0 {
             whole
         } else if self.den == count {
-            whole + u128::from(self.frac)
+            whole + u128::from(t.frac)
         } else {
-            whole + div_ceil(u128::from(self.frac) * c, u128::from(self.den))
+            whole + div_ceil(u128::from(t.frac) * c, u128::from(self.den))
         }
     }
+}
 
+impl Tat {
     /// The instant `ticks` (of `1/count` ns) as a stored TAT.
     #[inline]
     fn from_ticks(ticks: u128, count: u64) -> Tat {
@@ -95,7 +104,6 @@ impl Tat {
         Tat {
             ns: sat_u64(ticks / c),
             frac: sat_u64(ticks % c),
-            den: count,
         }
     }
 }
@@ -104,7 +112,7 @@ impl Tat {
 /// fresh key) and never after `now + tau` (a state from a clock that ran ahead is read as
 /// fully spent, the most restrictive state GCRA can be in now).
 #[inline]
-fn effective(tat: Option<&Tat>, p: &Params, now: u128) -> u128 {
+fn effective(tat: Option<Stored>, p: &Params, now: u128) -> u128 {
     let tau = u128::from(p.burst) * p.t();
     match tat {
         None => now,
@@ -116,7 +124,7 @@ fn effective(tat: Option<&Tat>, p: &Params, now: u128) -> u128 {
 /// Returns the decision and the TAT to store: the new one when admitted; on a refusal, the
 /// clamped one if the stored TAT lay further ahead than GCRA can reach (a clock that ran
 /// ahead), so the caller is never blocked for longer than `tau`; else `None`.
-pub fn decide(tat: Option<&Tat>, p: &Params, cost: u64, now_us: u64) -> (Decision, Option<Tat>) {
+pub fn decide(tat: Option<Stored>, p: &Params, cost: u64, now_us: u64) -> (Decision, Option<Tat>) {
     let t = p.t();
     let tau = u128::from(p.burst) * t;
     let now = u128::from(now_us) * 1_000 * u128::from(p.count);
@@ -147,13 +155,13 @@ pub fn decide(tat: Option<&Tat>, p: &Params, cost: u64, now_us: u64) -> (Decisio
 }
 
 /// ms (rounded up) a request admitted at `now_us` waits before its turn: the queue view.
-pub fn delay_ms(tat: Option<&Tat>, p: &Params, now_us: u64) -> u64 {
+pub fn delay_ms(tat: Option<Stored>, p: &Params, now_us: u64) -> u64 {
     let now = u128::from(now_us) * 1_000 * u128::from(p.count);
     sat_u64(div_ceil(effective(tat, p, now) - now, p.tick_ms()))
 }
 
 /// Whole tokens available at `now_us` (the token-bucket view of the same state).
-pub fn tokens(tat: Option<&Tat>, p: &Params, now_us: u64) -> u64 {
+pub fn tokens(tat: Option<Stored>, p: &Params, now_us: u64) -> u64 {
     let now = u128::from(now_us) * 1_000 * u128::from(p.count);
     let tau = u128::from(p.burst) * p.t();
     sat_u64((tau - (effective(tat, p, now) - now)) / p.t())
@@ -171,8 +179,13 @@ mod tests {
     }
 
     /// Runs a request and stores the result, like the command layer does.
+    /// The stored TAT of a test run (written under `p`, so its fraction is over `p.count`).
+    fn st<'a>(s: &'a Option<Tat>, p: &Params) -> Option<Stored<'a>> {
+        s.as_ref().map(|tat| Stored { tat, den: p.count })
+    }
+
     fn hit(s: &mut Option<Tat>, p: &Params, cost: u64, now_us: u64) -> Decision {
-        let (d, n) = decide(s.as_ref(), p, cost, now_us);
+        let (d, n) = decide(st(s, p), p, cost, now_us);
         if let Some(n) = n {
             *s = Some(n);
         }
@@ -267,8 +280,8 @@ mod tests {
         let mut s = None;
         hit(&mut s, &p(3, 3, 1000), 1, T0); // TAT = T0 + 333333333.33 ns
         let tat = s.unwrap();
-        assert_eq!((tat.frac, tat.den), (1, 3));
-        let ticks = tat.ticks(7);
+        assert_eq!(tat.frac, 1);
+        let ticks = Stored { tat: &tat, den: 3 }.ticks(7);
         assert_eq!(ticks, u128::from(tat.ns) * 7 + 3); // ceil(1*7/3) = 3
     }
 
@@ -348,14 +361,14 @@ mod tests {
                 now += dt_ms * 1000;
                 hit(&mut s, &p, cost.min(p.burst), now);
             }
-            let before = decide(s.as_ref(), &p, 1, now).0;
+            let before = decide(st(&s, &p), &p, 1, now).0;
             let back = now - back_ms * 1000;
             let d = hit(&mut s, &p, 1, back);
             prop_assert!(d.remaining <= before.remaining);
             let tau_ms = (u128::from(p.burst) * u128::from(p.period_ms)).div_ceil(u128::from(p.count));
             prop_assert!(u128::from(d.retry_after_ms) <= tau_ms && u128::from(d.reset_after_ms) <= tau_ms);
             if !d.allowed {
-                prop_assert!(decide(s.as_ref(), &p, 1, back + d.retry_after_ms * 1000).0.allowed);
+                prop_assert!(decide(st(&s, &p), &p, 1, back + d.retry_after_ms * 1000).0.allowed);
             }
         }
 
@@ -378,8 +391,8 @@ mod tests {
                 } else {
                     let r = d.retry_after_ms;
                     prop_assert!(r > 0);
-                    prop_assert!(decide(s.as_ref(), &p, cost, now + r * 1000).0.allowed);
-                    prop_assert!(!decide(s.as_ref(), &p, cost, now + (r - 1) * 1000).0.allowed);
+                    prop_assert!(decide(st(&s, &p), &p, cost, now + r * 1000).0.allowed);
+                    prop_assert!(!decide(st(&s, &p), &p, cost, now + (r - 1) * 1000).0.allowed);
                 }
                 // `remaining` unit requests fit now, one more does not.
                 let mut probe = s;
@@ -389,7 +402,7 @@ mod tests {
                 prop_assert!(!hit(&mut probe, &p, 1, now).allowed);
                 // After reset_after_ms the key behaves as fresh.
                 let later = now + d.reset_after_ms * 1000;
-                prop_assert_eq!(tokens(s.as_ref(), &p, later), p.burst);
+                prop_assert_eq!(tokens(st(&s, &p), &p, later), p.burst);
             }
         }
     }

@@ -45,7 +45,7 @@ pub fn info(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
             ("refill_period_ms", Val::Int(b.params.period_ms)),
             (
                 "tokens",
-                Val::Int(gcra::tokens(Some(&b.tat), &b.params, clock::now_us())),
+                Val::Int(gcra::tokens(Some(b.stored()), &b.params, clock::now_us())),
             ),
             ("tat_ns", Val::Int(b.tat.ns)),
             ttl,

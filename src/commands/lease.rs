@@ -25,8 +25,8 @@ fn with_leases(
             let changed = f(&mut c.leases, now);
             if changed {
                 let ttl = c.leases.ttl_ms(now);
-                let enc = s.encode();
-                commit(ctx, &key, name, None, enc.as_slice(), ttl);
+                let mut enc = s.encode();
+                commit(ctx, &key, name, None, &mut enc, ttl);
             }
             changed
         }

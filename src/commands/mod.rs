@@ -13,7 +13,7 @@ use crate::datatype::{self, Slot};
 use crate::error::{Error, INTERNAL, WRONGTYPE};
 use crate::rm::{self, api, Ctx, Key, RStr};
 use crate::rule::{Extra, Outcome, Rule};
-use crate::state::{Algo, State};
+use crate::state::{Algo, Encoded, State};
 use crate::{args::Opts, clock as mclock};
 use redis_module::raw;
 use std::ffi::c_int;
@@ -107,13 +107,13 @@ pub fn run(ctx: Ctx, name: RStr, rule: &Rule, opts: Opts) -> Result<Outcome, Err
     };
     let out = rule.hit(state, opts.cost, now, !opts.dryrun);
     if out.wrote {
-        let enc = state.encode();
+        let mut enc = state.encode();
         commit(
             ctx,
             &key,
             name,
             fresh,
-            enc.as_slice(),
+            &mut enc,
             out.decision.reset_after_ms,
         );
     }
@@ -123,7 +123,14 @@ pub fn run(ctx: Ctx, name: RStr, rule: &Rule, opts: Opts) -> Result<Outcome, Err
 /// Finishes a write: stores a new key's state (`fresh`; an existing one was updated in
 /// place), sets the TTL to `ttl_ms`, signals the change and replicates the effect (the
 /// encoded state `enc` and its absolute expiry), never the clock-dependent command.
-pub fn commit(ctx: Ctx, key: &Key, name: RStr, fresh: Option<State>, enc: &[u8], ttl_ms: u64) {
+pub fn commit(
+    ctx: Ctx,
+    key: &Key,
+    name: RStr,
+    fresh: Option<State>,
+    enc: &mut Encoded,
+    ttl_ms: u64,
+) {
     if ttl_ms == 0 {
         // Equivalent to a fresh key: no state at all.
         if fresh.is_none() {
@@ -137,17 +144,18 @@ pub fn commit(ctx: Ctx, key: &Key, name: RStr, fresh: Option<State>, enc: &[u8],
             return;
         }
     }
-    key.set_expire(i64::try_from(ttl_ms).unwrap_or(i64::MAX));
+    // The absolute expiry on the server's clock (what a relative SetExpire would compute),
+    // set here and sent to replicas as is: both sides expire the key at the same instant.
+    let at = rm::server_ms().saturating_add(ttl_ms);
+    key.set_abs_expire(i64::try_from(at).unwrap_or(i64::MAX));
     rm::signal_modified(ctx, name);
-    let at = key.abs_expire();
+    let payload = enc.with_expiry(at);
     api!(RedisModule_Replicate(
         ctx,
         c"RL._APPLY".as_ptr(),
-        c"sbcl".as_ptr(),
+        c"sb".as_ptr(),
         name,
-        enc.as_ptr(),
-        enc.len(),
-        c"PXAT".as_ptr(),
-        at as std::ffi::c_longlong
+        payload.as_ptr(),
+        payload.len()
     ) else raw::REDISMODULE_ERR as c_int);
 }

@@ -55,13 +55,9 @@ pub fn throttle(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
     if let Some(ns) = stored {
         let next = State::Gcra(Bucket {
             params: gp,
-            tat: gcra::Tat {
-                ns,
-                frac: 0,
-                den: gp.count,
-            },
+            tat: gcra::Tat { ns, frac: 0 },
         });
-        let enc = next.encode();
+        let mut enc = next.encode();
         let ttl_ms = u64::try_from(ttl_ns).unwrap_or(0).div_ceil(NS_PER_MS);
         let fresh = match state_of(&key, Algo::Gcra) {
             Ok(Some(s)) => {
@@ -70,7 +66,7 @@ pub fn throttle(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
             }
             _ => Some(next),
         };
-        commit(ctx, &key, name, fresh, enc.as_slice(), ttl_ms);
+        commit(ctx, &key, name, fresh, &mut enc, ttl_ms);
     }
     rm::reply_array(ctx, 5);
     for v in [
