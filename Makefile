@@ -26,7 +26,7 @@ endif
 
 TEST_START := $(shell date +%s)
 
-.PHONY: all help deps test-deps build run test fmt-check clippy cargo-test cli-test clean
+.PHONY: all help deps test-deps build run test fmt-check clippy cargo-test cli-test clean compare
 
 all: build
 
@@ -36,6 +36,8 @@ help:
 	@echo "make run        build, then redis-server redis.conf in the foreground (PORT=$(PORT))"
 	@echo "make test       deps, build, cargo fmt --check, clippy, cargo test --release, tests/cli/run.sh"
 	@echo "make cli-test   build, then only the redis-cli suite (tests/cli/run.sh)"
+	@echo "make examples-test  build, then only the examples' suites (scripts/examples-test.sh)"
+	@echo "make bench      build, then the benchmark (bench/bench.py; QUICK=1 for a short run)"
 	@echo "make clean      cargo clean"
 
 deps:
@@ -68,6 +70,8 @@ test: test-deps build
 	$(CARGO) test --release
 	@echo "==> test: redis-cli suite (tests/cli/run.sh)"
 	bash tests/cli/run.sh
+	@echo "==> test: examples (scripts/examples-test.sh: Python and Node middleware)"
+	bash scripts/examples-test.sh
 	@echo "==> test: all passed in $$(( $$(date +%s) - $(TEST_START) )) s"
 
 # Single steps, for iterating (the same commands as in `test`).
@@ -83,6 +87,28 @@ cargo-test: build
 cli-test: build
 	@echo "==> test: redis-cli suite (tests/cli/run.sh)"
 	bash tests/cli/run.sh
+
+# The examples' suites (examples/python, examples/node) against a real server with the
+# module; installs their dependencies (venv, npm ci) on first run.
+.PHONY: examples-test
+examples-test: build
+	@echo "==> test: examples (scripts/examples-test.sh: Python and Node middleware)"
+	bash scripts/examples-test.sh
+
+# Identical traffic through every algorithm on a live redis-server with the test clock;
+# prints a table of what each admitted (examples/compare.rs).
+compare: build
+	@echo "==> compare: $(CARGO) run --release --example compare"
+	$(CARGO) run --release --example compare
+
+# Benchmark (issue 5): its own redis-server on a free 127.0.0.1 port; INCR, SET, every RL.*
+# rate command, CL.THROTTLE and the Lua scripts of bench/lua/ (admitted and refused path),
+# memory per caller on Redis 7.0 and Valkey 9. ~10 min; `make bench QUICK=1` takes ~3.
+# Writes bench/results/<date>-<server>.{txt,json} and bench/results/bench.png.
+.PHONY: bench
+bench: build
+	@echo "==> bench: python3 bench/bench.py$(if $(filter-out 0 no,$(QUICK)), --quick)"
+	python3 bench/bench.py$(if $(filter-out 0 no,$(QUICK)), --quick)
 
 clean:
 	@echo "==> clean: $(CARGO) clean"

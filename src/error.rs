@@ -24,6 +24,10 @@ pub const APPLY_INTERNAL: &CStr =
     c"ERR RL._APPLY is internal: only accepted from the primary link or the AOF";
 pub const APPLY_PAYLOAD: &CStr = c"ERR RL._APPLY payload is not a valid ratelimit state";
 pub const TOKEN: &CStr = c"ERR token must be of the form <unix_ms>-<seq>";
+pub const ALL_NUMKEYS: &CStr = c"ERR numkeys is greater than the number of arguments";
+pub const ALL_DUPLICATE: &CStr = c"ERR RL.ALL takes each key once";
+pub const ALL_RULES: &CStr =
+    c"ERR RL.ALL needs one rule per key: GCRA, TOKENBUCKET, SLIDING, FIXED, LOG or QUEUE";
 pub const INTERNAL: &CStr = c"ERR internal error in the ratelimit module (the server is fine)";
 
 impl Error {

@@ -18,6 +18,7 @@ pub mod register;
 pub mod rm;
 pub mod rule;
 pub mod state;
+pub mod stats;
 
 use commands::clock::TEST_CLOCK;
 use datatype::RL_TYPE;
@@ -40,6 +41,10 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     datatype::init();
     if let Some(f) = unsafe { raw::RedisModule_SetModuleOptions } {
         unsafe { f(ctx.ctx, MODULE_OPTIONS) };
+    }
+    // Replaces the INFO callback the framework registered with this module's sections.
+    if let Some(f) = unsafe { raw::RedisModule_RegisterInfoFunc } {
+        unsafe { f(ctx.ctx, Some(stats::info)) };
     }
     match register::register(ctx.ctx) {
         Ok(()) => Status::Ok,

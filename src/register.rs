@@ -2,8 +2,9 @@
 //! with `RedisModule_CreateCommand` + `RedisModule_SetCommandInfo` (both Redis 7.0), so
 //! `COMMAND INFO`, `COMMAND GETKEYS` and cluster routing work as for built-in commands.
 
-use crate::commands::{self, apply, clock, info, lease, rate, throttle, Handler};
+use crate::commands::{self, all, apply, clock, info, lease, rate, throttle, Handler};
 use crate::rm::{self, api, Ctx};
+use crate::stats::Stat;
 use redis_module::raw;
 use std::ffi::{c_int, CStr};
 use std::ptr;
@@ -18,6 +19,8 @@ enum Keys {
     Read,
     /// Overwrites the value.
     Overwrite,
+    /// `numkeys key [key ...]` from argument 1, read-write.
+    Counted,
 }
 
 struct Command {
@@ -29,106 +32,174 @@ struct Command {
     /// ACL categories where the server supports setting them (7.2+, Valkey).
     acl: &'static CStr,
     summary: &'static CStr,
+    complexity: &'static CStr,
+    /// Arguments after the command name, for `COMMAND DOCS` and redis-cli's hints.
+    args: &'static [Arg],
 }
 
-/// One `extern "C"` entry point per handler.
+/// One argument in `COMMAND DOCS`.
+#[derive(Clone, Copy)]
+enum Arg {
+    Key(&'static CStr),
+    Int(&'static CStr),
+    Str(&'static CStr),
+    /// A required keyword (inside a choice or block).
+    Word(&'static CStr),
+    /// An optional `TOKEN value`: (token, value name).
+    OptInt(&'static CStr, &'static CStr),
+    /// An optional keyword.
+    OptWord(&'static CStr),
+    /// An optional positional integer.
+    OptPos(&'static CStr),
+    /// One of several.
+    OneOf(&'static CStr, &'static [Arg]),
+    /// A keyword followed by a value: (token, value name).
+    Pair(&'static CStr, &'static CStr),
+    /// `numkeys key [key ...]`.
+    NumKeys,
+    /// Repeated free-form words (RL.ALL's rules).
+    Many(&'static CStr),
+}
+
+/// One `extern "C"` entry point per handler, with its statistics slot.
 macro_rules! entry {
-    ($name:ident, $handler:path) => {
+    ($name:ident, $handler:path, $stat:expr) => {
         unsafe extern "C" fn $name(
             ctx: *mut raw::RedisModuleCtx,
             argv: *mut *mut raw::RedisModuleString,
             argc: c_int,
         ) -> c_int {
-            commands::dispatch(ctx, argv, argc, $handler as Handler)
+            commands::dispatch(ctx, argv, argc, $handler as Handler, $stat)
         }
     };
 }
 
-entry!(c_gcra, rate::gcra);
-entry!(c_tokenbucket, rate::tokenbucket);
-entry!(c_sliding, rate::sliding);
-entry!(c_fixed, rate::fixed);
-entry!(c_log, rate::log);
-entry!(c_queue, rate::queue);
-entry!(c_acquire, rate::acquire);
-entry!(c_release, lease::release);
-entry!(c_renew, lease::renew);
-entry!(c_throttle, throttle::throttle);
-entry!(c_info, info::info);
-entry!(c_clock, clock::clock);
-entry!(c_apply, apply::apply);
+entry!(c_gcra, rate::gcra, Stat::Gcra);
+entry!(c_tokenbucket, rate::tokenbucket, Stat::TokenBucket);
+entry!(c_sliding, rate::sliding, Stat::Sliding);
+entry!(c_fixed, rate::fixed, Stat::Fixed);
+entry!(c_log, rate::log, Stat::Log);
+entry!(c_queue, rate::queue, Stat::Queue);
+entry!(c_acquire, rate::acquire, Stat::Acquire);
+entry!(c_release, lease::release, Stat::Release);
+entry!(c_renew, lease::renew, Stat::Renew);
+entry!(c_throttle, throttle::throttle, Stat::Throttle);
+entry!(c_all, all::all, Stat::All);
+entry!(c_info, info::info, Stat::Info);
+entry!(c_clock, clock::clock, Stat::Clock);
+entry!(c_apply, apply::apply, Stat::Apply);
 
 /// The ACL category the module adds where the server supports it.
 pub const CATEGORY: &CStr = c"ratelimit";
 
-fn table() -> [Command; 13] {
+const OPTIONS: [Arg; 2] = [Arg::OptInt(c"COST", c"cost"), Arg::OptWord(c"DRYRUN")];
+const GCRA_ARGS: &[Arg] = &[
+    Arg::Key(c"key"),
+    Arg::Int(c"burst"),
+    Arg::Int(c"count"),
+    Arg::Int(c"period_ms"),
+    OPTIONS[0],
+    OPTIONS[1],
+];
+const BUCKET_ARGS: &[Arg] = &[
+    Arg::Key(c"key"),
+    Arg::Int(c"capacity"),
+    Arg::Int(c"refill_tokens"),
+    Arg::Int(c"refill_period_ms"),
+    OPTIONS[0],
+    OPTIONS[1],
+];
+const WINDOW_ARGS: &[Arg] = &[
+    Arg::Key(c"key"),
+    Arg::Int(c"limit"),
+    Arg::Int(c"window_ms"),
+    OPTIONS[0],
+    OPTIONS[1],
+];
+const QUEUE_ARGS: &[Arg] = &[
+    Arg::Key(c"key"),
+    Arg::Int(c"capacity"),
+    Arg::Int(c"interval_ms"),
+    OPTIONS[0],
+    OPTIONS[1],
+];
+
+fn table() -> [Command; 14] {
     const RATE: &CStr = c"write deny-oom fast";
     const RATE_ACL: &CStr = c"write fast ratelimit";
+    let rate = |name, func, arity, summary, complexity, args| Command {
+        name,
+        func,
+        flags: RATE,
+        arity,
+        keys: Keys::Update,
+        acl: RATE_ACL,
+        summary,
+        complexity,
+        args,
+    };
     [
-        Command {
-            name: c"rl.gcra",
-            func: Some(c_gcra),
-            flags: RATE,
-            arity: -5,
-            keys: Keys::Update,
-            acl: RATE_ACL,
-            summary: c"GCRA rate limit: burst at once, then count per period_ms",
-        },
-        Command {
-            name: c"rl.tokenbucket",
-            func: Some(c_tokenbucket),
-            flags: RATE,
-            arity: -5,
-            keys: Keys::Update,
-            acl: RATE_ACL,
-            summary: c"Token bucket: capacity tokens, refill_tokens every refill_period_ms",
-        },
-        Command {
-            name: c"rl.sliding",
-            func: Some(c_sliding),
-            flags: RATE,
-            arity: -4,
-            keys: Keys::Update,
-            acl: RATE_ACL,
-            summary: c"Sliding window counter: limit per trailing window_ms (weighted estimate)",
-        },
-        Command {
-            name: c"rl.fixed",
-            func: Some(c_fixed),
-            flags: RATE,
-            arity: -4,
-            keys: Keys::Update,
-            acl: RATE_ACL,
-            summary: c"Fixed window counter: limit per aligned window_ms",
-        },
-        Command {
-            name: c"rl.log",
-            func: Some(c_log),
-            flags: RATE,
-            arity: -4,
-            keys: Keys::Update,
-            acl: RATE_ACL,
-            summary: c"Exact sliding log: limit per trailing window_ms",
-        },
-        Command {
-            name: c"rl.queue",
-            func: Some(c_queue),
-            flags: RATE,
-            arity: -4,
-            keys: Keys::Update,
-            acl: RATE_ACL,
-            summary: c"Leaky bucket as a queue: one request per interval_ms, capacity waiting",
-        },
-        Command {
-            name: c"rl.acquire",
-            func: Some(c_acquire),
-            flags: RATE,
-            arity: -4,
-            keys: Keys::Update,
-            acl: RATE_ACL,
-            summary:
-                c"Concurrency limit: acquires a lease of lease_ms if fewer than limit are held",
-        },
+        rate(
+            c"rl.gcra",
+            Some(c_gcra),
+            -5,
+            c"GCRA rate limit: burst at once, then count per period_ms",
+            c"O(1)",
+            GCRA_ARGS,
+        ),
+        rate(
+            c"rl.tokenbucket",
+            Some(c_tokenbucket),
+            -5,
+            c"Token bucket: capacity tokens, refill_tokens every refill_period_ms",
+            c"O(1)",
+            BUCKET_ARGS,
+        ),
+        rate(
+            c"rl.sliding",
+            Some(c_sliding),
+            -4,
+            c"Sliding window counter: limit per trailing window_ms (weighted estimate)",
+            c"O(1)",
+            WINDOW_ARGS,
+        ),
+        rate(
+            c"rl.fixed",
+            Some(c_fixed),
+            -4,
+            c"Fixed window counter: limit per aligned window_ms",
+            c"O(1)",
+            WINDOW_ARGS,
+        ),
+        rate(
+            c"rl.log",
+            Some(c_log),
+            -4,
+            c"Exact sliding log: limit per trailing window_ms",
+            c"O(log N) to decide, O(N) to drop expired entries, N = entries in the window",
+            WINDOW_ARGS,
+        ),
+        rate(
+            c"rl.queue",
+            Some(c_queue),
+            -4,
+            c"Leaky bucket as a queue: one request per interval_ms, capacity waiting",
+            c"O(1)",
+            QUEUE_ARGS,
+        ),
+        rate(
+            c"rl.acquire",
+            Some(c_acquire),
+            -4,
+            c"Concurrency limit: acquires a lease of lease_ms if fewer than limit are held",
+            c"O(N) where N is the number of leases held",
+            &[
+                Arg::Key(c"key"),
+                Arg::Int(c"limit"),
+                Arg::Int(c"lease_ms"),
+                Arg::OptWord(c"DRYRUN"),
+            ],
+        ),
         Command {
             name: c"rl.release",
             func: Some(c_release),
@@ -137,6 +208,8 @@ fn table() -> [Command; 13] {
             keys: Keys::Update,
             acl: c"write fast ratelimit",
             summary: c"Releases a lease acquired with RL.ACQUIRE",
+            complexity: c"O(N) where N is the number of leases held",
+            args: &[Arg::Key(c"key"), Arg::Str(c"token")],
         },
         Command {
             name: c"rl.renew",
@@ -146,15 +219,33 @@ fn table() -> [Command; 13] {
             keys: Keys::Update,
             acl: c"write fast ratelimit",
             summary: c"Extends a lease acquired with RL.ACQUIRE to now + lease_ms",
+            complexity: c"O(N) where N is the number of leases held",
+            args: &[Arg::Key(c"key"), Arg::Str(c"token"), Arg::Int(c"lease_ms")],
         },
+        rate(
+            c"cl.throttle",
+            Some(c_throttle),
+            -5,
+            c"redis-cell compatible GCRA throttle (period in seconds)",
+            c"O(1)",
+            &[
+                Arg::Key(c"key"),
+                Arg::Int(c"max_burst"),
+                Arg::Int(c"count_per_period"),
+                Arg::Int(c"period"),
+                Arg::OptPos(c"quantity"),
+            ],
+        ),
         Command {
-            name: c"cl.throttle",
-            func: Some(c_throttle),
+            name: c"rl.all",
+            func: Some(c_all),
             flags: RATE,
-            arity: -5,
-            keys: Keys::Update,
+            arity: -4,
+            keys: Keys::Counted,
             acl: RATE_ACL,
-            summary: c"redis-cell compatible GCRA throttle",
+            summary: c"Checks several limits and spends them all or none, atomically",
+            complexity: c"O(N) where N is the number of rules",
+            args: &[Arg::NumKeys, Arg::Many(c"rule"), Arg::OptWord(c"DRYRUN")],
         },
         Command {
             name: c"rl.info",
@@ -164,6 +255,8 @@ fn table() -> [Command; 13] {
             keys: Keys::Read,
             acl: c"read fast ratelimit",
             summary: c"Shows a rate-limit key's algorithm, stored state and TTL",
+            complexity: c"O(1)",
+            args: &[Arg::Key(c"key")],
         },
         Command {
             name: c"rl.clock",
@@ -173,17 +266,119 @@ fn table() -> [Command; 13] {
             keys: Keys::None,
             acl: c"fast ratelimit",
             summary: c"Test clock (only with ratelimit.test-clock yes): GET, SET, ADVANCE, REAL",
+            complexity: c"O(1)",
+            args: &[Arg::OneOf(
+                c"subcommand",
+                &[
+                    Arg::Word(c"GET"),
+                    Arg::Pair(c"SET", c"unix_ms"),
+                    Arg::Pair(c"ADVANCE", c"ms"),
+                    Arg::Word(c"REAL"),
+                ],
+            )],
         },
         Command {
             name: c"rl._apply",
             func: Some(c_apply),
             flags: c"write",
-            arity: -3,
+            arity: 3,
             keys: Keys::Overwrite,
             acl: c"write ratelimit",
             summary: c"Internal: applies a replicated state (primary link and AOF only)",
+            complexity: c"O(N) where N is the size of the state",
+            args: &[Arg::Key(c"key"), Arg::Str(c"payload")],
         },
     ]
+}
+
+/// A zeroed argument (the terminator, and the base of every entry).
+fn blank() -> raw::RedisModuleCommandArg {
+    // SAFETY: all-zero is the documented terminator / "unset" for this C struct.
+    unsafe { std::mem::zeroed() }
+}
+
+/// Builds the zero-terminated C array for `args` (leaked once at load).
+fn build_args(args: &[Arg]) -> *mut raw::RedisModuleCommandArg {
+    use raw::{
+        RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_BLOCK as BLOCK,
+        RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER as INT,
+        RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY as KEY,
+        RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_ONEOF as ONEOF,
+        RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN as TOKEN,
+        RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING as STR,
+    };
+    const OPTIONAL: c_int = raw::REDISMODULE_CMD_ARG_OPTIONAL as c_int;
+    const MULTIPLE: c_int = raw::REDISMODULE_CMD_ARG_MULTIPLE as c_int;
+    let mut out: Vec<raw::RedisModuleCommandArg> = Vec::with_capacity(args.len() + 2);
+    for a in args {
+        let mut e = blank();
+        match *a {
+            Arg::Key(n) => {
+                e.name = n.as_ptr();
+                e.type_ = KEY;
+                e.key_spec_index = 0;
+            }
+            Arg::Int(n) => {
+                e.name = n.as_ptr();
+                e.type_ = INT;
+            }
+            Arg::Str(n) => {
+                e.name = n.as_ptr();
+                e.type_ = STR;
+            }
+            Arg::Word(t) => {
+                e.name = t.as_ptr();
+                e.type_ = TOKEN;
+                e.token = t.as_ptr();
+            }
+            Arg::OptInt(t, n) => {
+                e.name = n.as_ptr();
+                e.type_ = INT;
+                e.token = t.as_ptr();
+                e.flags = OPTIONAL;
+            }
+            Arg::OptWord(t) => {
+                e.name = t.as_ptr();
+                e.type_ = TOKEN;
+                e.token = t.as_ptr();
+                e.flags = OPTIONAL;
+            }
+            Arg::OptPos(n) => {
+                e.name = n.as_ptr();
+                e.type_ = INT;
+                e.flags = OPTIONAL;
+            }
+            Arg::OneOf(n, subs) => {
+                e.name = n.as_ptr();
+                e.type_ = ONEOF;
+                e.subargs = build_args(subs);
+            }
+            Arg::Pair(t, n) => {
+                e.name = t.as_ptr();
+                e.type_ = BLOCK;
+                e.subargs = build_args(&[Arg::Word(t), Arg::Int(n)]);
+            }
+            Arg::NumKeys => {
+                e.name = c"numkeys".as_ptr();
+                e.type_ = INT;
+                out.push(e);
+                let mut k = blank();
+                k.name = c"key".as_ptr();
+                k.type_ = KEY;
+                k.key_spec_index = 0;
+                k.flags = MULTIPLE;
+                e = k;
+            }
+            Arg::Many(n) => {
+                e.name = n.as_ptr();
+                e.type_ = STR;
+                e.flags = MULTIPLE;
+            }
+        }
+        out.push(e);
+    }
+    out.push(blank());
+    Box::leak(out.into_boxed_slice()).as_mut_ptr()
 }
 
 static INFO_VERSION: raw::RedisModuleCommandInfoVersion = raw::RedisModuleCommandInfoVersion {
@@ -193,11 +388,14 @@ static INFO_VERSION: raw::RedisModuleCommandInfoVersion = raw::RedisModuleComman
     sizeof_arg: std::mem::size_of::<raw::RedisModuleCommandArg>(),
 };
 
-/// A key spec for "the key is argument 1", plus the zeroed terminator.
+/// The key spec (plus the zeroed terminator): the key is argument 1, or for `NumKeys` the
+/// keys follow a count at argument 1, as for EVAL or ZUNIONSTORE.
 fn key_specs(keys: Keys) -> Option<&'static mut [raw::RedisModuleCommandKeySpec; 2]> {
     let flags = match keys {
         Keys::None => return None,
-        Keys::Update => raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_UPDATE,
+        Keys::Update | Keys::Counted => {
+            raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_UPDATE
+        }
         Keys::Read => raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS,
         Keys::Overwrite => raw::REDISMODULE_CMD_KEY_OW | raw::REDISMODULE_CMD_KEY_UPDATE,
     };
@@ -206,10 +404,17 @@ fn key_specs(keys: Keys) -> Option<&'static mut [raw::RedisModuleCommandKeySpec;
     spec.flags = u64::from(flags);
     spec.begin_search_type = raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
     spec.bs.index.pos = 1;
-    spec.find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
-    spec.fk.range.lastkey = 0;
-    spec.fk.range.keystep = 1;
-    spec.fk.range.limit = 0;
+    if let Keys::Counted = keys {
+        spec.find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_KEYNUM;
+        spec.fk.keynum.keynumidx = 0;
+        spec.fk.keynum.firstkey = 1;
+        spec.fk.keynum.keystep = 1;
+    } else {
+        spec.find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
+        spec.fk.range.lastkey = 0;
+        spec.fk.range.keystep = 1;
+        spec.fk.range.limit = 0;
+    }
     // Leaked once at load: Redis may keep pointers into it.
     Some(Box::leak(Box::new([spec, unsafe { std::mem::zeroed() }])))
 }
@@ -219,8 +424,10 @@ pub fn register(ctx: Ctx) -> Result<(), String> {
     let acl_ok = unsafe { raw::RedisModule_SetCommandACLCategories }.is_some()
         && api!(RedisModule_AddACLCategory(ctx, CATEGORY.as_ptr()) else rm::ERR) == rm::OK;
     for c in table() {
+        // Legacy (first, last, step); key specs below are what Redis 7 routes by.
         let (first, last, step) = match c.keys {
             Keys::None => (0, 0, 0),
+            Keys::Counted => (2, -1, 1),
             _ => (1, 1, 1),
         };
         let rc = api!(RedisModule_CreateCommand(ctx, c.name.as_ptr(), c.func, c.flags.as_ptr(), first, last, step) else rm::ERR);
@@ -234,13 +441,13 @@ pub fn register(ctx: Ctx) -> Result<(), String> {
         let info = Box::leak(Box::new(raw::RedisModuleCommandInfo {
             version: &INFO_VERSION,
             summary: c.summary.as_ptr(),
-            complexity: c"O(1)".as_ptr(),
+            complexity: c.complexity.as_ptr(),
             since: c"0.1.0".as_ptr(),
             history: ptr::null_mut(),
             tips: ptr::null(),
             arity: c.arity,
             key_specs: key_specs(c.keys).map_or(ptr::null_mut(), |k| k.as_mut_ptr()),
-            args: ptr::null_mut(),
+            args: build_args(c.args),
         }));
         if api!(RedisModule_SetCommandInfo(cmd, info) else rm::ERR) != rm::OK {
             return Err(format!("cannot set command info of {:?}", c.name));

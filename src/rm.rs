@@ -99,6 +99,12 @@ pub fn server_ms() -> u64 {
     u64::try_from(api!(RedisModule_Milliseconds() else 0)).unwrap_or(0)
 }
 
+/// Fires the keyspace event of a write: type `module` (`d` in notify-keyspace-events), event
+/// named after the algorithm, e.g. `ratelimit.gcra`.
+pub fn notify(ctx: Ctx, algo: crate::state::Algo, name: RStr) {
+    api!(RedisModule_NotifyKeyspaceEvent(ctx, raw::REDISMODULE_NOTIFY_MODULE, algo.event().as_ptr(), name) else ERR);
+}
+
 /// An open key, closed on drop.
 pub struct Key {
     ptr: *mut raw::RedisModuleKey,

@@ -40,6 +40,33 @@ impl Algo {
         }
     }
 
+    /// The keyspace event fired when a state of this algorithm is written.
+    pub fn event(self) -> &'static std::ffi::CStr {
+        match self {
+            Algo::Gcra => c"ratelimit.gcra",
+            Algo::TokenBucket => c"ratelimit.tokenbucket",
+            Algo::Sliding => c"ratelimit.sliding",
+            Algo::Fixed => c"ratelimit.fixed",
+            Algo::Log => c"ratelimit.log",
+            Algo::Queue => c"ratelimit.queue",
+            Algo::Concurrency => c"ratelimit.concurrency",
+        }
+    }
+
+    fn from_tag(tag: u8) -> Option<Algo> {
+        [
+            Algo::Gcra,
+            Algo::TokenBucket,
+            Algo::Sliding,
+            Algo::Fixed,
+            Algo::Log,
+            Algo::Queue,
+            Algo::Concurrency,
+        ]
+        .into_iter()
+        .find(|a| a.tag() == tag)
+    }
+
     fn tag(self) -> u8 {
         match self {
             Algo::Gcra => 1,
@@ -128,6 +155,15 @@ impl Encoded {
             Encoded::Inline(b, n) => b.get(..*n).unwrap_or(&[]),
             Encoded::Heap(v) => v,
         }
+    }
+
+    /// The algorithm of the encoded state.
+    pub fn algo(&self) -> Algo {
+        self.bytes()
+            .get(9)
+            .copied()
+            .and_then(Algo::from_tag)
+            .unwrap_or(Algo::Gcra)
     }
 
     /// The state's encoding (RDB, DEBUG DIGEST).

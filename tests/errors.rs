@@ -434,13 +434,17 @@ fn internal_apply_refused_from_a_normal_client() {
         for extra in [
             &["garbage"][..],
             &[""][..],
-            &["garbage", "PXAT", "1800000000000"][..],
-            &["\x01\x00\x00\x00\x00\x00\x00\x00", "PXAT", "1800000000000"][..],
+            &["\x00\x00\x00\x00\x00\x00\x00\x00\x01\x01"][..],
         ] {
             let mut args = args!("RL._APPLY", key);
             args.extend(extra.iter().map(|s| s.to_string()));
             refused(&mut c, &args, &|e| e == ERR_APPLY);
         }
+        // Any other shape is refused by Redis's own arity check before the module runs.
+        let args = args!("RL._APPLY", key, "garbage", "PXAT", "1800000000000");
+        refused(&mut c, &args, &|e| {
+            e.starts_with("ERR wrong number of arguments")
+        });
     }
     // Neither from inside MULTI nor from a script.
     let before = snap_all(&mut c);

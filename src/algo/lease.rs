@@ -4,8 +4,9 @@
 //! ordered like a stream ID: the acquisition time in ms and a sequence within that ms.
 //! Tokens of one key strictly increase: a new token is `(now_ms, 0)` if `now_ms` is past the
 //! last token's ms, else `(last.ms, last.seq + 1)` (so also when the clock goes back).
-//! The key lives until every lease ever granted would have expired (`horizon`), even after
-//! RELEASE, so a re-created key's tokens carry a later time than every earlier token.
+//! The key lives until its last lease expires, and at least until the millisecond after its
+//! last token's (`horizon`), even after RELEASE: a re-created key's tokens then carry a later
+//! time than every earlier token.
 //! A lease expiring later than `now + max_lease_ms` (written under a clock that ran ahead)
 //! is read as expiring at `now + max_lease_ms`.
 
@@ -66,7 +67,8 @@ impl Params {
 pub struct Leases {
     /// The last token granted.
     pub last: Token,
-    /// The latest expiry ever granted (not shortened by RELEASE), µs.
+    /// The instant the key may vanish, µs: the last live lease's expiry, and never before
+    /// the ms after the last token's.
     pub horizon_us: u64,
     /// The longest lease ever granted or renewed, ms (bounds clock-jump clamping).
     pub max_lease_ms: u64,
@@ -95,13 +97,15 @@ impl Leases {
             .filter(move |&(_, e)| e > now_us)
     }
 
-    /// Drops expired leases and clamps the rest (only when writing).
+    /// Drops expired leases, clamps the rest and recomputes the horizon (only when writing).
     fn purge(&mut self, now_us: u64, cap: u64) {
         self.leases.retain(|l| l.expiry_us.min(cap) > now_us);
         for l in &mut self.leases {
             l.expiry_us = l.expiry_us.min(cap);
         }
-        self.horizon_us = self.horizon_us.min(cap);
+        let last = self.leases.iter().map(|l| l.expiry_us).max().unwrap_or(0);
+        let after_token = self.last.ms.saturating_add(1).saturating_mul(US_PER_MS);
+        self.horizon_us = last.max(after_token);
     }
 
     /// ms until the key is back to fresh (its TTL).
@@ -201,10 +205,11 @@ impl Leases {
             return false;
         };
         let expiry = now_us.saturating_add(lease_ms.saturating_mul(US_PER_MS));
-        self.leases[i].expiry_us = expiry;
-        self.purge(now_us, cap);
-        self.horizon_us = self.horizon_us.max(expiry);
+        if let Some(l) = self.leases.get_mut(i) {
+            l.expiry_us = expiry;
+        }
         self.max_lease_ms = self.max_lease_ms.max(lease_ms);
+        self.purge(now_us, self.cap(now_us, lease_ms));
         true
     }
 
@@ -258,6 +263,16 @@ mod tests {
         // RENEW moves the expiry and the TTL.
         assert!(s.renew(toks[2], 60_000, T0 + 10_000_000));
         assert_eq!(s.ttl_ms(T0 + 10_000_000), 60_000);
+        // RENEW can shorten a lease; the TTL follows (to the lease acquired at T0 + 10 s).
+        assert!(s.renew(toks[2], 1_000, T0 + 10_000_000));
+        assert_eq!(s.ttl_ms(T0 + 10_000_000), 10_000);
+        let mut one = Leases::default();
+        let t = one.acquire(&p, T0, true).1.unwrap();
+        assert!(one.renew(t, 1_000, T0));
+        assert_eq!(one.ttl_ms(T0), 1_000);
+        // Released at once: the key lives 1 ms (past the token's ms), not the lease's 10 s.
+        assert!(one.release(t, T0));
+        assert_eq!(one.ttl_ms(T0), 1);
         assert!(!s.renew(toks[0], 60_000, T0 + 10_000_000));
     }
 

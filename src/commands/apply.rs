@@ -20,6 +20,7 @@ pub fn apply(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
     // The payload is the absolute expiry (unix ms, 8 bytes LE, 0 = none: the AOF rewrite,
     // where Redis appends PEXPIREAT itself) and the state's encoding.
     let (at, s) = split_payload(rm::bytes(*payload)).map_err(|_| Error::from(APPLY_PAYLOAD))?;
+    let algo = s.algo();
     let key = Key::open(ctx, name, true);
     if let datatype::Slot::Foreign = datatype::slot(&key) {
         key.delete();
@@ -31,6 +32,7 @@ pub fn apply(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
         key.set_abs_expire(i64::try_from(at).unwrap_or(i64::MAX));
     }
     rm::signal_modified(ctx, name);
+    rm::notify(ctx, algo, name);
     // A replica's own AOF gets the effect too.
     api!(RedisModule_ReplicateVerbatim(ctx) else 0);
     rm::reply_simple(ctx, c"OK");

@@ -32,6 +32,7 @@ fn with_leases(
         }
         _ => false,
     };
+    crate::stats::decided(done);
     rm::reply_i64(ctx, i64::from(done));
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! The command layer: parse, open the key, call the algorithm, store, set the TTL,
 //! replicate the effect, reply. Nothing else.
 
+pub mod all;
 pub mod apply;
 pub mod clock;
 pub mod info;
@@ -14,6 +15,7 @@ use crate::error::{Error, INTERNAL, WRONGTYPE};
 use crate::rm::{self, api, Ctx, Key, RStr};
 use crate::rule::{Extra, Outcome, Rule};
 use crate::state::{Algo, Encoded, State};
+use crate::stats::{self, Stat};
 use crate::{args::Opts, clock as mclock};
 use redis_module::raw;
 use std::ffi::c_int;
@@ -25,7 +27,8 @@ pub type Handler = fn(Ctx, &[RStr]) -> Result<(), Error>;
 
 /// Runs a handler for a raw Redis call: never lets a panic reach the server, and turns
 /// errors into error replies.
-pub fn dispatch(ctx: Ctx, argv: *mut RStr, argc: c_int, h: Handler) -> c_int {
+pub fn dispatch(ctx: Ctx, argv: *mut RStr, argc: c_int, h: Handler, stat: Stat) -> c_int {
+    stats::call(stat);
     let args: &[RStr] = match usize::try_from(argc) {
         // SAFETY: Redis passes `argc` valid argument pointers.
         Ok(n) if !argv.is_null() => unsafe { std::slice::from_raw_parts(argv, n) },
@@ -33,12 +36,17 @@ pub fn dispatch(ctx: Ctx, argv: *mut RStr, argc: c_int, h: Handler) -> c_int {
     };
     match catch_unwind(AssertUnwindSafe(|| h(ctx, args))) {
         Ok(Ok(())) => rm::OK,
-        Ok(Err(Error::Arity)) => rm::wrong_arity(ctx),
+        Ok(Err(Error::Arity)) => {
+            stats::error();
+            rm::wrong_arity(ctx)
+        }
         Ok(Err(e)) => {
+            stats::error();
             rm::reply_error(ctx, e.as_cstr());
             rm::OK
         }
         Err(_) => {
+            stats::error();
             rm::reply_error(ctx, INTERNAL);
             rm::OK
         }
@@ -106,6 +114,7 @@ pub fn run(ctx: Ctx, name: RStr, rule: &Rule, opts: Opts) -> Result<Outcome, Err
         None => fresh.insert(rule.fresh()),
     };
     let out = rule.hit(state, opts.cost, now, !opts.dryrun);
+    stats::decided(out.decision.allowed);
     if out.wrote {
         let mut enc = state.encode();
         commit(
@@ -131,6 +140,7 @@ pub fn commit(
     enc: &mut Encoded,
     ttl_ms: u64,
 ) {
+    let algo = enc.algo();
     if ttl_ms == 0 {
         // Equivalent to a fresh key: no state at all.
         if fresh.is_none() {
@@ -149,6 +159,7 @@ pub fn commit(
     let at = rm::server_ms().saturating_add(ttl_ms);
     key.set_abs_expire(i64::try_from(at).unwrap_or(i64::MAX));
     rm::signal_modified(ctx, name);
+    rm::notify(ctx, algo, name);
     let payload = enc.with_expiry(at);
     api!(RedisModule_Replicate(
         ctx,

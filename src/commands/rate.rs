@@ -90,10 +90,15 @@ fn max_of(config: &AtomicI64) -> u64 {
     u64::try_from(config.load(Ordering::Relaxed)).unwrap_or(0)
 }
 
+/// The largest limit `RL.LOG` accepts now.
+pub fn log_max_limit() -> u64 {
+    max_of(&LOG_MAX_LIMIT)
+}
+
 /// `RL.LOG key limit window_ms [COST n] [DRYRUN]`
 pub fn log(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
     windowed(ctx, args, |p| {
-        let max = max_of(&LOG_MAX_LIMIT);
+        let max = log_max_limit();
         if p.limit > max {
             return Err(ParamError::AboveConfig("limit", max, "ratelimit.log-max-limit").into());
         }

@@ -68,6 +68,7 @@ pub fn throttle(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
         };
         commit(ctx, &key, name, fresh, &mut enc, ttl_ms);
     }
+    crate::stats::decided(!reply.limited);
     rm::reply_array(ctx, 5);
     for v in [
         i64::from(reply.limited),

@@ -1,0 +1,139 @@
+//! Per-command counters and the `INFO ratelimit` section.
+//!
+//! Commands run on the server's main thread only, so the counters are plain relaxed loads
+//! and stores (no locked read-modify-write on the hot path).
+
+use crate::clock;
+use crate::rm::api;
+use redis_module::raw;
+use std::ffi::{c_int, CStr, CString};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+
+/// A counted command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stat {
+    Gcra,
+    TokenBucket,
+    Sliding,
+    Fixed,
+    Log,
+    Queue,
+    Acquire,
+    Release,
+    Renew,
+    Throttle,
+    All,
+    Info,
+    Clock,
+    Apply,
+}
+
+const N: usize = 14;
+const NAMES: [&str; N] = [
+    "gcra",
+    "tokenbucket",
+    "sliding",
+    "fixed",
+    "log",
+    "queue",
+    "acquire",
+    "release",
+    "renew",
+    "throttle",
+    "all",
+    "info",
+    "clock",
+    "apply",
+];
+
+struct Counters {
+    calls: [AtomicU64; N],
+    admitted: [AtomicU64; N],
+    refused: [AtomicU64; N],
+    errors: [AtomicU64; N],
+}
+
+#[allow(clippy::declare_interior_mutable_const)]
+const ZERO: AtomicU64 = AtomicU64::new(0);
+static COUNTERS: Counters = Counters {
+    calls: [ZERO; N],
+    admitted: [ZERO; N],
+    refused: [ZERO; N],
+    errors: [ZERO; N],
+};
+/// The command being run (set by the dispatcher).
+static CURRENT: AtomicUsize = AtomicUsize::new(0);
+
+#[inline]
+fn bump(a: &AtomicU64) {
+    a.store(a.load(Relaxed).wrapping_add(1), Relaxed);
+}
+
+/// A call of `s` starts.
+#[inline]
+pub fn call(s: Stat) {
+    CURRENT.store(s as usize, Relaxed);
+    if let Some(c) = COUNTERS.calls.get(s as usize) {
+        bump(c);
+    }
+}
+
+/// The current call answered an error.
+#[inline]
+pub fn error() {
+    if let Some(c) = COUNTERS.errors.get(CURRENT.load(Relaxed)) {
+        bump(c);
+    }
+}
+
+/// The current call decided a request (RELEASE/RENEW: 1 counts as admitted, 0 as refused).
+#[inline]
+pub fn decided(allowed: bool) {
+    let table = if allowed {
+        &COUNTERS.admitted
+    } else {
+        &COUNTERS.refused
+    };
+    if let Some(c) = table.get(CURRENT.load(Relaxed)) {
+        bump(c);
+    }
+}
+
+fn field_u64(ctx: *mut raw::RedisModuleInfoCtx, name: &str, v: u64) {
+    if let Ok(f) = CString::new(name) {
+        api!(RedisModule_InfoAddFieldULongLong(ctx, f.as_ptr(), v) else 0);
+    }
+}
+
+fn field_str(ctx: *mut raw::RedisModuleInfoCtx, name: &CStr, v: &CStr) {
+    api!(RedisModule_InfoAddFieldCString(ctx, name.as_ptr(), v.as_ptr().cast_mut()) else 0);
+}
+
+/// The module's INFO callback: sections `ratelimit_clock` and `ratelimit_stats`.
+///
+/// # Safety
+/// Called by the server with a valid INFO context.
+pub unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
+    api!(RedisModule_InfoAddSection(ctx, c"clock".as_ptr()) else 0);
+    let source = match clock::source() {
+        "test" => c"test",
+        "cached-microseconds" => c"cached-microseconds",
+        _ => c"milliseconds",
+    };
+    field_str(ctx, c"clock_source", source);
+    let test = crate::commands::clock::TEST_CLOCK.load(Relaxed);
+    field_str(
+        ctx,
+        c"test_clock_enabled",
+        if test { c"yes" } else { c"no" },
+    );
+    field_u64(ctx, "clock_ms", clock::now_ms());
+    api!(RedisModule_InfoAddSection(ctx, c"stats".as_ptr()) else 0);
+    for (i, name) in NAMES.iter().enumerate() {
+        let get = |t: &[AtomicU64; N]| t.get(i).map_or(0, |a| a.load(Relaxed));
+        field_u64(ctx, &format!("{name}_calls"), get(&COUNTERS.calls));
+        field_u64(ctx, &format!("{name}_admitted"), get(&COUNTERS.admitted));
+        field_u64(ctx, &format!("{name}_refused"), get(&COUNTERS.refused));
+        field_u64(ctx, &format!("{name}_errors"), get(&COUNTERS.errors));
+    }
+}

@@ -1,0 +1,181 @@
+//! What users see around the commands: COMMAND DOCS, INFO ratelimit, configs, keyspace events.
+
+#[macro_use]
+mod common;
+use common::*;
+use redis::Value;
+
+fn flat(v: &Value) -> Vec<String> {
+    match v {
+        Value::Array(a) => a.iter().flat_map(flat).collect(),
+        Value::Map(m) => m
+            .iter()
+            .flat_map(|(k, v)| [flat(k), flat(v)].concat())
+            .collect(),
+        other => vec![text(other)],
+    }
+}
+
+#[test]
+fn command_docs_describe_every_argument() {
+    let s = Server::start();
+    let mut c = s.con();
+    for (cmd, words) in [
+        (
+            "rl.gcra",
+            &[
+                "key",
+                "burst",
+                "count",
+                "period_ms",
+                "COST",
+                "DRYRUN",
+                "optional",
+                "O(1)",
+            ][..],
+        ),
+        (
+            "rl.tokenbucket",
+            &["capacity", "refill_tokens", "refill_period_ms"][..],
+        ),
+        ("rl.sliding", &["limit", "window_ms"][..]),
+        ("rl.queue", &["capacity", "interval_ms"][..]),
+        ("rl.acquire", &["lease_ms", "DRYRUN"][..]),
+        ("rl.release", &["token"][..]),
+        ("rl.renew", &["token", "lease_ms"][..]),
+        (
+            "cl.throttle",
+            &["max_burst", "count_per_period", "period", "quantity"][..],
+        ),
+        ("rl.all", &["numkeys", "rule", "multiple"][..]),
+        (
+            "rl.clock",
+            &["GET", "SET", "unix_ms", "ADVANCE", "REAL"][..],
+        ),
+    ] {
+        let docs = flat(&raw(&mut c, &args!("COMMAND", "DOCS", cmd)));
+        for w in ["summary", "since", "complexity", "group", "arguments"]
+            .iter()
+            .chain(words)
+        {
+            assert!(docs.iter().any(|d| d == w), "{cmd}: no {w} in {docs:?}");
+        }
+    }
+}
+
+#[test]
+fn info_section_counts_calls_and_decisions() {
+    let s = Server::start();
+    let mut c = s.con();
+    clock_set(&mut c, T0);
+    for _ in 0..3 {
+        rate(&mut c, &args!("RL.GCRA", "k", 2, 1, 1000));
+    }
+    err(&mut c, &args!("RL.GCRA", "k", 0, 1, 1000));
+    let field = |c: &mut redis::Connection, f: &str| info_field(c, "ratelimit", f);
+    assert_eq!(field(&mut c, "ratelimit_gcra_calls").as_deref(), Some("4"));
+    assert_eq!(
+        field(&mut c, "ratelimit_gcra_admitted").as_deref(),
+        Some("2")
+    );
+    assert_eq!(
+        field(&mut c, "ratelimit_gcra_refused").as_deref(),
+        Some("1")
+    );
+    assert_eq!(field(&mut c, "ratelimit_gcra_errors").as_deref(), Some("1"));
+    assert_eq!(
+        field(&mut c, "ratelimit_clock_source").as_deref(),
+        Some("test")
+    );
+    ok(&mut c, &args!("RL.CLOCK", "REAL"));
+    let src = field(&mut c, "ratelimit_clock_source").unwrap();
+    assert!(
+        src == "milliseconds" || src == "cached-microseconds",
+        "{src}"
+    );
+}
+
+#[test]
+fn configs_are_listed_settable_and_validated() {
+    let s = Server::start();
+    let mut c = s.con();
+    let all = flat(&raw(&mut c, &args!("CONFIG", "GET", "ratelimit.*")));
+    for name in [
+        "ratelimit.test-clock",
+        "ratelimit.log-max-limit",
+        "ratelimit.acquire-max-limit",
+    ] {
+        assert!(all.iter().any(|x| x == name), "{name} in {all:?}");
+    }
+    ok(
+        &mut c,
+        &args!("CONFIG", "SET", "ratelimit.log-max-limit", 50),
+    );
+    assert!(err(&mut c, &args!("RL.LOG", "l", 51, 1000)).contains("ratelimit.log-max-limit"));
+    assert_eq!(rate(&mut c, &args!("RL.LOG", "l", 50, 1000))[0], 1);
+    for bad in ["0", "-1", "abc", "1000001"] {
+        let e = err(
+            &mut c,
+            &args!("CONFIG", "SET", "ratelimit.log-max-limit", bad),
+        );
+        assert!(e.starts_with("ERR"), "{bad}: {e}");
+    }
+    let e = err(
+        &mut c,
+        &args!("CONFIG", "SET", "ratelimit.test-clock", "no"),
+    );
+    assert!(e.starts_with("ERR"), "test-clock is load-time only: {e}");
+}
+
+#[test]
+fn configs_at_load_time() {
+    let s = Server::start_with(ServerOptions {
+        extra: vec!["--ratelimit.log-max-limit".into(), "7".into()],
+        ..ServerOptions::default()
+    });
+    let mut c = s.con();
+    let v = flat(&raw(
+        &mut c,
+        &args!("CONFIG", "GET", "ratelimit.log-max-limit"),
+    ));
+    assert_eq!(
+        v,
+        vec!["ratelimit.log-max-limit".to_string(), "7".to_string()]
+    );
+}
+
+#[test]
+fn writes_fire_keyspace_events() {
+    let s = Server::start();
+    let mut c = s.con();
+    clock_set(&mut c, T0);
+    ok(
+        &mut c,
+        &args!("CONFIG", "SET", "notify-keyspace-events", "Ed"),
+    );
+    let mut sub = s.con();
+    let mut pubsub = sub.as_pubsub();
+    pubsub.psubscribe("__keyevent@*__:*").unwrap();
+    pubsub
+        .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    rate(&mut c, &args!("RL.GCRA", "g", 1, 1, 1000));
+    rate(&mut c, &args!("RL.GCRA", "g", 1, 1, 1000)); // refused: no event
+    rate(&mut c, &args!("RL.SLIDING", "s", 1, 1000));
+    let mut got = vec![];
+    for _ in 0..2 {
+        let m = pubsub.get_message().unwrap();
+        let payload: String = m.get_payload().unwrap();
+        got.push((m.get_channel_name().to_string(), payload));
+    }
+    assert_eq!(
+        got,
+        vec![
+            ("__keyevent@0__:ratelimit.gcra".to_string(), "g".to_string()),
+            (
+                "__keyevent@0__:ratelimit.sliding".to_string(),
+                "s".to_string()
+            ),
+        ]
+    );
+}
