@@ -6,7 +6,9 @@
 //
 // Each request is checked against the limits that apply to it:
 //  - authenticated (`Authorization: Bearer <token>`, mapped by `identify` to a user and,
-//    optionally, the user's organisation): the `user` limit and the `org` limit;
+//    optionally, the user's organisation): the `user` limit and the `org` limit, both checked
+//    and spent by one atomic `RL.ALL` call (all or nothing: a request the organisation
+//    refuses spends nothing of the user's own quota);
 //  - anonymous: the `ip` limit, keyed by the client address. Behind proxies the address is
 //    read from `X-Forwarded-For`, counting `trustedProxies` entries from the right (entries
 //    further left were written by the client and are ignored).
@@ -28,17 +30,37 @@ const ceilDiv = (a, b) => Math.ceil(a / b);
 
 // ---------------------------------------------------------------------------- limits
 
+// A limit: { name, command, args, quota, windowS, cost }. `name` is the policy name of the
+// headers; `command` one of the rate commands RL.ALL also takes as a rule (RL.GCRA,
+// RL.TOKENBUCKET, RL.SLIDING, RL.FIXED, RL.LOG, RL.QUEUE) with `args` after the key; `quota`
+// and `windowS` are what RateLimit-Policy advertises (`q` and `w`); `cost` is how many units
+// one request spends (COST n, 1 by default).
+
 // `burst` at once, then `count` per `periodMs`. The advertised window (`w`) is the time an
 // exhausted key takes to refill completely: burst * periodMs / count.
-function gcra(name, burst, count, periodMs) {
+function gcra(name, burst, count, periodMs, cost = 1) {
   return { name, command: 'RL.GCRA', args: [burst, count, periodMs], quota: burst,
-           windowS: ceilDiv(burst * periodMs, count * 1000) };
+           windowS: ceilDiv(burst * periodMs, count * 1000), cost };
 }
 
 // `limit` per trailing `windowMs` (sliding window counter).
-function sliding(name, limit, windowMs) {
+function sliding(name, limit, windowMs, cost = 1) {
   return { name, command: 'RL.SLIDING', args: [limit, windowMs], quota: limit,
-           windowS: ceilDiv(windowMs, 1000) };
+           windowS: ceilDiv(windowMs, 1000), cost };
+}
+
+const costOf = (limit) => limit.cost ?? 1;
+const costArgs = (limit) => (costOf(limit) !== 1 ? ['COST', costOf(limit)] : []);
+
+const RULES = new Set(['GCRA', 'TOKENBUCKET', 'SLIDING', 'FIXED', 'LOG', 'QUEUE']);
+
+// The limit as an RL.ALL rule: RL.GCRA 10 5 1000 -> GCRA 10 5 1000.
+function rule(limit) {
+  const [prefix, algo] = limit.command.toUpperCase().split('.');
+  if (prefix !== 'RL' || !RULES.has(algo)) {
+    throw new TypeError(`${limit.command} cannot be a rule of RL.ALL`);
+  }
+  return [algo, ...limit.args, ...costArgs(limit)];
 }
 
 // The module's standard reply for one limit: the first five fields.
@@ -70,40 +92,33 @@ function connect(url, timeoutMs = 50) {
   return redis;
 }
 
-async function run(redis, calls, dryrun) {
-  const pipe = redis.pipeline(); // one round trip for all limits
-  for (const { limit, key } of calls) {
-    pipe.call(limit.command, key, ...limit.args, ...(dryrun ? ['DRYRUN'] : []));
-  }
-  const results = await pipe.exec();
-  return results.map(([err, reply], i) => {
-    if (err) throw err;
-    return decision(calls[i].limit, calls[i].key, reply);
-  });
-}
-
-// Checks and spends one unit of every limit in `calls` ({limit, key}), all or nothing: if
+// Checks and spends every limit in `calls` ({limit, key}), all or nothing, in one call: if
 // any limit refuses, nothing is spent on the others either (a request refused by its
 // organisation's limit must not eat into the user's own quota).
 //
-// This is the only function that talks to Redis. The module will get an atomic multi-limit
-// command, `RL.ALL numkeys key [key ...] rule [rule ...]` (rules like `GCRA 10 5 1000` or
-// `SLIDING 100 60000`); it does not exist yet. Until then, several limits take two round
-// trips: a DRYRUN of every limit, then, only if all would admit, the real calls. A
-// concurrent request can slip in between the two; then the second pass refuses one limit
-// after another has already spent its unit. Switching to RL.ALL is a change to this
-// function alone: send one `RL.ALL` with every key and rule, and build the decisions from
-// the per-rule replies it returns after its `allowed` and `refused index` fields. (In Redis
-// Cluster, RL.ALL needs all keys in one slot: give them a common {hash tag}.)
+// This is the only function that talks to Redis. One limit is one rate command (atomic by
+// itself). Several are one `RL.ALL numkeys key [key ...] rule [rule ...]`: the module decides
+// every rule and, only if all admit, spends them all in one atomic step, so no concurrent
+// request can slip in between a check and a spend. In Redis Cluster all the keys of one call
+// must hash to one slot (the middleware gives them a common {hash tag}), or the server
+// answers CROSSSLOT.
 async function check(redis, calls) {
-  if (calls.length === 1) return run(redis, calls, false); // one command is atomic already
-  const probe = await run(redis, calls, true);
-  if (!probe.every((d) => d.allowed)) {
-    // Nothing was spent. A DRYRUN reply's `remaining` is counted after the request it
-    // imagines (cost 1), so the quota left right now is one more for a would-admit limit.
-    return probe.map((d) => (d.allowed ? { ...d, remaining: Math.min(d.quota, d.remaining + 1) } : d));
+  if (calls.length === 1) {
+    const [{ limit, key }] = calls;
+    return [decision(limit, key, await redis.call(limit.command, key, ...limit.args,
+      ...costArgs(limit)))];
   }
-  return run(redis, calls, false);
+  const reply = await redis.call('RL.ALL', calls.length, ...calls.map((c) => c.key),
+    ...calls.flatMap((c) => rule(c.limit)));
+  // [allowed, refused_by (1-based, 0 when admitted), reply of rule 1, reply of rule 2, ...]
+  const admitted = Number(reply[0]) === 1;
+  const decisions = calls.map(({ limit, key }, i) => decision(limit, key, reply[2 + i]));
+  if (admitted) return decisions;
+  // Refused: nothing was spent anywhere. Each rule's reply is what it alone would have
+  // decided; a rule that would have admitted counted this request in its `remaining` (as
+  // DRYRUN does), so what is really left is its cost more.
+  return decisions.map((d) => (d.allowed
+    ? { ...d, remaining: Math.min(d.quota, d.remaining + costOf(d.limit)) } : d));
 }
 
 // ---------------------------------------------------------------------------- client address
@@ -155,10 +170,11 @@ function clientIp(peer, forwardedFor, trustedProxies) {
 // ---------------------------------------------------------------------------- headers
 
 // The response headers for a set of decisions. `RateLimit-Policy` and `RateLimit` list
-// every limit. The older single-valued RateLimit-Limit/-Remaining/-Reset describe the
-// tightest one: a refusing limit first (the one with the longest wait), else the one with
-// the fewest remaining. `Retry-After` (only when refused) is the longest wait of the
-// refusing limits, rounded up to seconds.
+// every limit. The older single-valued RateLimit-Limit and RateLimit-Reset describe the
+// tightest limit: a refusing limit first (the one with the longest wait), else the one with
+// the fewest remaining; RateLimit-Remaining is the fewest remaining of all limits (with cost
+// 1 a refusing limit has 0 left, so that is the tightest limit's own). `Retry-After` (only
+// when refused) is the longest wait of the refusing limits, rounded up to seconds.
 function rateLimitHeaders(decisions) {
   const headers = {
     'RateLimit-Policy': decisions
@@ -173,7 +189,7 @@ function rateLimitHeaders(decisions) {
     return best;
   });
   headers['RateLimit-Limit'] = String(tightest.quota);
-  headers['RateLimit-Remaining'] = String(tightest.remaining);
+  headers['RateLimit-Remaining'] = String(Math.min(...decisions.map((d) => d.remaining)));
   headers['RateLimit-Reset'] = String(seconds(tightest));
   const refused = decisions.filter((d) => !d.allowed);
   if (refused.length) {
@@ -205,12 +221,20 @@ function rateLimiter({
   keyPrefix = 'rl:',
   logger = console,
 } = {}) {
-  // The (limit, key) pairs that apply to a request.
+  // The (limit, key) pairs that apply to a request. A user in an organisation is checked
+  // together with it in one RL.ALL, so both keys carry the organisation as their Redis
+  // Cluster hash tag and live in one slot: `rl:{org:acme}:user:alice` and `rl:{org:acme}`.
+  // A user without an organisation (`rl:user:carol`) and an anonymous client
+  // (`rl:ip:<address>`) have one key each. (Keep `keyPrefix` free of braces: the first
+  // `{...}` of a key is its hash tag.)
   function calls(who, addr) {
     if (!who) return [{ limit: ip, key: `${keyPrefix}ip:${addr}` }];
-    const out = [{ limit: user, key: `${keyPrefix}user:${who.user}` }];
-    if (who.org != null) out.push({ limit: org, key: `${keyPrefix}org:${who.org}` });
-    return out;
+    if (who.org == null) return [{ limit: user, key: `${keyPrefix}user:${who.user}` }];
+    const tag = `{org:${who.org}}`;
+    return [
+      { limit: user, key: `${keyPrefix}${tag}:user:${who.user}` },
+      { limit: org, key: `${keyPrefix}${tag}` },
+    ];
   }
 
   return async function rateLimit(req, res, next) {

@@ -5,7 +5,9 @@
 Each request is checked against the limits that apply to it:
 
 * authenticated (``Authorization: Bearer <token>``, mapped by ``Config.identify`` to a user
-  and, optionally, the user's organisation): the ``user`` limit and the ``org`` limit;
+  and, optionally, the user's organisation): the ``user`` limit and the ``org`` limit, both
+  checked and spent by one atomic ``RL.ALL`` call (all or nothing: a request the
+  organisation refuses spends nothing of the user's own quota);
 * anonymous: the ``ip`` limit, keyed by the client address. Behind proxies the address is
   read from ``X-Forwarded-For``, counting ``Config.trusted_proxies`` entries from the right
   (entries further left were written by the client and are ignored).
@@ -47,28 +49,46 @@ class Limit:
     """One rule: a policy name (used in the headers), a module command and its numbers.
 
     ``quota`` and ``window_s`` are what ``RateLimit-Policy`` advertises (``q`` and ``w``).
+    ``cost`` is how many units one request spends (``COST n``; 1 by default).
     """
 
     name: str
-    command: str  # "RL.GCRA" or "RL.SLIDING" (any rate command with the standard reply works)
+    # One of the rate commands RL.ALL also takes as a rule: "RL.GCRA", "RL.TOKENBUCKET",
+    # "RL.SLIDING", "RL.FIXED", "RL.LOG" or "RL.QUEUE".
+    command: str
     args: tuple[int, ...]  # the command's arguments after the key
     quota: int
     window_s: int
+    cost: int = 1
 
     @classmethod
-    def gcra(cls, name: str, burst: int, count: int, period_ms: int) -> "Limit":
+    def gcra(cls, name: str, burst: int, count: int, period_ms: int, cost: int = 1) -> "Limit":
         """``burst`` at once, then ``count`` per ``period_ms``. The advertised window is the
         time an exhausted key takes to refill completely: burst * period_ms / count."""
         return cls(name, "RL.GCRA", (burst, count, period_ms), burst,
-                   _ceil_div(burst * period_ms, count * 1000))
+                   _ceil_div(burst * period_ms, count * 1000), cost)
 
     @classmethod
-    def sliding(cls, name: str, limit: int, window_ms: int) -> "Limit":
+    def sliding(cls, name: str, limit: int, window_ms: int, cost: int = 1) -> "Limit":
         """``limit`` per trailing ``window_ms`` (sliding window counter)."""
-        return cls(name, "RL.SLIDING", (limit, window_ms), limit, _ceil_div(window_ms, 1000))
+        return cls(name, "RL.SLIDING", (limit, window_ms), limit, _ceil_div(window_ms, 1000),
+                   cost)
 
     def policy_item(self) -> str:
         return f'"{self.name}";q={self.quota};w={self.window_s}'
+
+    def cost_args(self) -> tuple:
+        return ("COST", self.cost) if self.cost != 1 else ()
+
+    def rule(self) -> tuple:
+        """This limit as an ``RL.ALL`` rule: ``RL.GCRA`` 10 5 1000 -> ``GCRA 10 5 1000``."""
+        prefix, _, algo = self.command.upper().partition(".")
+        if prefix != "RL" or algo not in _RULES:
+            raise ValueError(f"{self.command} cannot be a rule of RL.ALL")
+        return (algo, *self.args, *self.cost_args())
+
+
+_RULES = frozenset({"GCRA", "TOKENBUCKET", "SLIDING", "FIXED", "LOG", "QUEUE"})
 
 
 @dataclass(frozen=True)
@@ -114,41 +134,39 @@ def connect(url: str, timeout: float = 0.05) -> redis.Redis:
 
 
 def check(r: redis.Redis, calls: Sequence[tuple[Limit, str]]) -> list[Decision]:
-    """Checks and spends one unit of every limit in ``calls`` ((limit, key) pairs), all or
-    nothing: if any limit refuses, nothing is spent on the others either (a request refused
+    """Checks and spends every limit in ``calls`` ((limit, key) pairs), all or nothing, in
+    one call: if any limit refuses, nothing is spent on the others either (a request refused
     by its organisation's limit must not eat into the user's own quota).
 
-    This is the only function that talks to Redis. The module will get an atomic multi-limit
-    command, ``RL.ALL numkeys key [key ...] rule [rule ...]`` (rules like ``GCRA 10 5 1000``
-    or ``SLIDING 100 60000``); it does not exist yet. Until then, several limits take two
-    round trips: a DRYRUN of every limit, then, only if all would admit, the real calls. A
-    concurrent request can slip in between the two; then the second pass refuses one limit
-    after another has already spent its unit. Switching to RL.ALL is a change to this
-    function alone: send one ``RL.ALL`` with every key and rule, and build the Decisions from
-    the per-rule replies it returns after its ``allowed`` and ``refused index`` fields.
-    (In Redis Cluster, RL.ALL needs all keys in one slot: give them a common {hash tag}.)
+    This is the only function that talks to Redis. One limit is one rate command (atomic by
+    itself). Several are one ``RL.ALL numkeys key [key ...] rule [rule ...]``: the module
+    decides every rule and, only if all admit, spends them all in one atomic step, so no
+    concurrent request can slip in between a check and a spend. In Redis Cluster all the
+    keys of one call must hash to one slot (``Config.calls`` gives them a common {hash tag}),
+    or the server answers CROSSSLOT.
     """
-    if len(calls) == 1:  # one command is atomic already: check and spend in one call
-        return _run(r, calls, dryrun=False)
-    probe = _run(r, calls, dryrun=True)
-    if not all(d.allowed for d in probe):
-        # Nothing was spent. A DRYRUN reply's `remaining` is counted after the request it
-        # imagines (cost 1), so the quota left right now is one more for a would-admit limit.
-        return [d if not d.allowed else _unspent(d) for d in probe]
-    return _run(r, calls, dryrun=False)
+    if len(calls) == 1:
+        (limit, key), = calls
+        reply = r.execute_command(limit.command, key, *limit.args, *limit.cost_args())
+        return [Decision.from_reply(limit, key, reply)]
+    keys = [key for _, key in calls]
+    rules = [arg for limit, _ in calls for arg in limit.rule()]
+    reply = r.execute_command("RL.ALL", len(keys), *keys, *rules)
+    # [allowed, refused_by (1-based, 0 when admitted), reply of rule 1, reply of rule 2, ...]
+    admitted, per_rule = int(reply[0]) == 1, reply[2:]
+    decisions = [Decision.from_reply(limit, key, rule_reply)
+                 for (limit, key), rule_reply in zip(calls, per_rule)]
+    if admitted:
+        return decisions
+    # Refused: nothing was spent anywhere. Each rule's reply is what it alone would have
+    # decided; a rule that would have admitted counted this request in its `remaining` (as
+    # DRYRUN does), so what is really left is its cost more.
+    return [_unspent(d) if d.allowed else d for d in decisions]
 
 
 def _unspent(d: Decision) -> Decision:
-    return Decision(d.limit, d.key, d.allowed, d.quota, min(d.quota, d.remaining + 1),
+    return Decision(d.limit, d.key, d.allowed, d.quota, min(d.quota, d.remaining + d.limit.cost),
                     d.retry_after_ms, d.reset_after_ms)
-
-
-def _run(r: redis.Redis, calls: Sequence[tuple[Limit, str]], dryrun: bool) -> list[Decision]:
-    pipe = r.pipeline(transaction=False)  # one round trip for all limits
-    for limit, key in calls:
-        pipe.execute_command(limit.command, key, *limit.args, *(("DRYRUN",) if dryrun else ()))
-    replies = pipe.execute()
-    return [Decision.from_reply(limit, key, reply) for (limit, key), reply in zip(calls, replies)]
 
 
 # --------------------------------------------------------------------------- client address
@@ -197,9 +215,11 @@ def rate_limit_headers(decisions: Sequence[Decision]) -> dict[str, str]:
     """The response headers for a set of decisions.
 
     ``RateLimit-Policy`` and ``RateLimit`` list every limit. The older single-valued
-    ``RateLimit-Limit/-Remaining/-Reset`` describe the tightest one: a refusing limit first
-    (the one with the longest wait), else the one with the fewest remaining. ``Retry-After``
-    (only when refused) is the longest wait of the refusing limits, rounded up to seconds.
+    ``RateLimit-Limit`` and ``RateLimit-Reset`` describe the tightest limit: a refusing limit
+    first (the one with the longest wait), else the one with the fewest remaining;
+    ``RateLimit-Remaining`` is the fewest remaining of all limits (with cost 1 a refusing
+    limit has 0 left, so that is the tightest limit's own). ``Retry-After`` (only when
+    refused) is the longest wait of the refusing limits, rounded up to seconds.
     """
     headers = {
         "RateLimit-Policy": ", ".join(d.limit.policy_item() for d in decisions),
@@ -210,7 +230,7 @@ def rate_limit_headers(decisions: Sequence[Decision]) -> dict[str, str]:
     tightest = min(decisions, key=lambda d: (d.allowed, d.remaining, -d.retry_after_ms,
                                              -d.reset_after_ms))
     headers["RateLimit-Limit"] = str(tightest.quota)
-    headers["RateLimit-Remaining"] = str(tightest.remaining)
+    headers["RateLimit-Remaining"] = str(min(d.remaining for d in decisions))
     headers["RateLimit-Reset"] = str(tightest.seconds())
     refused = [d for d in decisions if not d.allowed]
     if refused:
@@ -253,14 +273,21 @@ class Config:
     key_prefix: str = "rl:"
 
     def calls(self, who: Optional[Identity], ip: str) -> list[tuple[Limit, str]]:
-        """The (limit, key) pairs that apply to a request."""
+        """The (limit, key) pairs that apply to a request.
+
+        A user in an organisation is checked together with it in one RL.ALL, so both keys
+        carry the organisation as their Redis Cluster hash tag and live in one slot:
+        ``rl:{org:acme}:user:alice`` and ``rl:{org:acme}``. A user without an organisation
+        (``rl:user:carol``) and an anonymous client (``rl:ip:<address>``) have one key each.
+        (Keep ``key_prefix`` free of braces: the first ``{...}`` of a key is its hash tag.)
+        """
         p = self.key_prefix
         if who is None:
             return [(self.ip, f"{p}ip:{ip}")]
-        calls = [(self.user, f"{p}user:{who.user}")]
-        if who.org is not None:
-            calls.append((self.org, f"{p}org:{who.org}"))
-        return calls
+        if who.org is None:
+            return [(self.user, f"{p}user:{who.user}")]
+        tag = f"{{org:{who.org}}}"
+        return [(self.user, f"{p}{tag}:user:{who.user}"), (self.org, f"{p}{tag}")]
 
 
 class RateLimiter:

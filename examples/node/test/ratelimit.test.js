@@ -7,6 +7,10 @@
 //
 // The module's clock is frozen (RL.CLOCK SET) at a multiple of 60 s, so every number below
 // is exact: GCRA answers in whole emission intervals, sliding windows start at NOW_MS.
+//
+// A user in an organisation is checked with one atomic RL.ALL on the keys
+// rl:{org:<org>}:user:<user> and rl:{org:<org>} (one Redis Cluster slot); the tests count the
+// commands the middleware sends with INFO commandstats.
 
 const { test, before, after, beforeEach, afterEach } = require('node:test');
 const assert = require('node:assert/strict');
@@ -18,7 +22,7 @@ const path = require('node:path');
 const Redis = require('ioredis');
 
 const { createApp } = require('../app');
-const { bearerTokens, clientIp, connect, gcra, sliding } = require('../ratelimit');
+const { bearerTokens, check, clientIp, connect, gcra, sliding } = require('../ratelimit');
 
 const ROOT = path.resolve(__dirname, '../../..');
 const NOW_MS = 1_700_000_040_000;
@@ -28,6 +32,10 @@ const TOKENS = {
   'bob-token': { user: 'bob', org: 'acme' },
   'carol-token': { user: 'carol' }, // no organisation
 };
+
+const ALICE = 'rl:{org:acme}:user:alice';
+const BOB = 'rl:{org:acme}:user:bob';
+const ACME = 'rl:{org:acme}';
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -144,6 +152,22 @@ function rlHeaders(res) {
   return out;
 }
 
+// The module's rate commands run since the last CONFIG RESETSTAT: {command: calls}.
+async function rlCalls() {
+  const out = {};
+  const stats = await admin.info('commandstats');
+  for (const m of stats.matchAll(/^cmdstat_(rl\.[^:]+):calls=(\d+)/gm)) {
+    if (m[1] !== 'rl.clock') out[m[1]] = Number(m[2]);
+  }
+  return out;
+}
+
+// Units left on a GCRA key right now (a DRYRUN counts the request it imagines).
+async function gcraLeft(key, burst = 3, count = 1, periodMs = 1500) {
+  const [allowed, , remaining] = await admin.call('RL.GCRA', key, burst, count, periodMs, 'DRYRUN');
+  return allowed ? remaining + 1 : remaining;
+}
+
 // ---------------------------------------------------------------------------- admitted
 
 test('anonymous request is admitted with headers', async () => {
@@ -179,7 +203,21 @@ test('authenticated request lists user and org', async () => {
     'RateLimit-Reset': '2',
     'Retry-After': null,
   });
-  assert.deepEqual((await admin.keys('rl:*')).sort(), ['rl:org:acme', 'rl:user:alice']);
+  // One hash tag: both keys in one Redis Cluster slot, as RL.ALL requires there.
+  assert.deepEqual((await admin.keys('rl:*')).sort(), [ACME, ALICE]);
+});
+
+test('one command per request', async () => {
+  const { get } = await serve();
+  await admin.config('RESETSTAT');
+  assert.equal((await get('/', auth('alice-token'))).status, 200); // user + org: one RL.ALL
+  assert.deepEqual(await rlCalls(), { 'rl.all': 1 });
+  await admin.config('RESETSTAT');
+  assert.equal((await get('/', auth('carol-token'))).status, 200); // no org: one limit
+  assert.equal((await get('/')).status, 200); // anonymous: the ip limit
+  assert.deepEqual(await rlCalls(), { 'rl.gcra': 2 });
+  assert.deepEqual((await admin.keys('rl:*')).sort(),
+    [ACME, ALICE, 'rl:ip:127.0.0.1', 'rl:user:carol'].sort());
 });
 
 // ---------------------------------------------------------------------------- refused
@@ -223,12 +261,14 @@ test('org limit runs out before user limit', async () => {
   for (const token of ['alice-token', 'alice-token', 'bob-token', 'bob-token']) {
     assert.equal((await get('/', auth(token))).status, 200); // org: 4 of 4 spent
   }
+  await admin.config('RESETSTAT');
   const res = await get('/', auth('alice-token'));
   assert.equal(res.status, 429);
+  assert.deepEqual(await rlCalls(), { 'rl.all': 1 }); // one atomic call, no DRYRUN pass first
   assert.deepEqual(JSON.parse(res.text)['violated-policies'], ['org']);
   // Sliding window: previous 0, current 4 at the window start. Room for one more once
   // 4 * (1 - f) + 1 <= 4 in the next window, i.e. at f = 1/4: 60 s + 15 s.
-  assert.deepEqual(await admin.call('RL.SLIDING', 'rl:org:acme', 4, 60000, 'DRYRUN'),
+  assert.deepEqual(await admin.call('RL.SLIDING', ACME, 4, 60000, 'DRYRUN'),
     [0, 4, 0, 75000, 120000]);
   assert.deepEqual(rlHeaders(res), {
     'RateLimit-Policy': '"user";q=3;w=5, "org";q=4;w=60',
@@ -242,7 +282,9 @@ test('org limit runs out before user limit', async () => {
   // Alice's own quota is untouched by the org refusals: one unit is still there.
   assert.equal((await get('/', auth('alice-token'))).status, 429);
   assert.deepEqual(
-    (await admin.call('RL.GCRA', 'rl:user:alice', 3, 1, 1500, 'DRYRUN')).slice(0, 3), [1, 3, 0]);
+    (await admin.call('RL.GCRA', ALICE, 3, 1, 1500, 'DRYRUN')).slice(0, 3), [1, 3, 0]);
+  assert.equal(await gcraLeft(ALICE), 1);
+  assert.equal(await gcraLeft(BOB), 1);
   // A user without an organisation is not affected.
   assert.equal((await get('/', auth('carol-token'))).status, 200);
 });
@@ -259,6 +301,35 @@ test('several refusals report the longest retry', async () => {
   assert.equal(res.headers.get('Retry-After'), '75');
   assert.equal(res.headers.get('RateLimit-Reset'), '75');
   assert.equal(res.headers.get('RateLimit-Limit'), '4');
+});
+
+// 12 requests at once (6 Alice, 6 Bob; org 4, each user 3): exactly 4 pass, and every unit a
+// user spent belongs to a request that passed. A check-then-spend in two round trips could
+// let another request in between and spend a user's unit for a 429.
+test('concurrent requests spend user and org together', async () => {
+  const { get } = await serve();
+  const tokens = Array.from({ length: 12 }, (_, i) => (i % 2 ? 'bob-token' : 'alice-token'));
+  const statuses = (await Promise.all(tokens.map((t) => get('/', auth(t))))).map((r) => r.status);
+  assert.deepEqual([...statuses].sort(), [...Array(4).fill(200), ...Array(8).fill(429)]);
+  const passed = (token) => tokens.filter((t, i) => t === token && statuses[i] === 200).length;
+  assert.equal(3 - (await gcraLeft(ALICE)), passed('alice-token'));
+  assert.equal(3 - (await gcraLeft(BOB)), passed('bob-token'));
+  assert.equal((await admin.call('RL.SLIDING', ACME, 4, 60000, 'DRYRUN'))[0], 0);
+});
+
+// RL.ALL refused by the org: the user's own reply counted the request (cost 2) as spent, as
+// DRYRUN does; the decision reports what is really left, and nothing moved.
+test('check adds back the cost of a rule that would have admitted', async () => {
+  const user = gcra('user', 5, 1, 1000, 2);
+  const org = sliding('org', 4, 60000);
+  await admin.call('RL.SLIDING', ACME, 4, 60000, 'COST', 4); // the org is spent
+  let [u, o] = await check(admin, [{ limit: user, key: ALICE }, { limit: org, key: ACME }]);
+  assert.deepEqual([u.allowed, u.remaining], [true, 5]); // the module replied 3
+  assert.deepEqual([o.allowed, o.remaining, o.retryAfterMs], [false, 0, 75000]);
+  assert.equal(await admin.exists(ALICE), 0); // nothing spent on the user
+  await admin.del(ACME);
+  [u, o] = await check(admin, [{ limit: user, key: ALICE }, { limit: org, key: ACME }]);
+  assert.deepEqual([u.allowed, u.remaining, o.allowed, o.remaining], [true, 3, true, 3]);
 });
 
 // ---------------------------------------------------------------------------- client IP

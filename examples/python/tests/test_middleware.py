@@ -2,17 +2,27 @@
 
 The module's clock is frozen (RL.CLOCK SET) at a multiple of 60 s, so every number below
 is exact: GCRA answers in whole emission intervals, sliding windows start at NOW_MS.
+
+A user in an organisation is checked with one atomic RL.ALL on the keys
+rl:{org:<org>}:user:<user> and rl:{org:<org>} (one Redis Cluster slot); the tests count the
+commands the middleware sends with INFO commandstats.
 """
 
 import json
 import logging
 import socket
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from redis.crc import key_slot
 
 from conftest import free_port
-from ratelimit_middleware import Config, Identity, Limit, bearer_tokens, client_ip
+from ratelimit_middleware import Config, Identity, Limit, bearer_tokens, check, client_ip
+
+ALICE = "rl:{org:acme}:user:alice"
+BOB = "rl:{org:acme}:user:bob"
+ACME = "rl:{org:acme}"
 
 TOKENS = {
     "alice-token": Identity("alice", "acme"),
@@ -40,6 +50,20 @@ def rl_headers(resp):
     return {name: resp.getheader(name) for name in (
         "RateLimit-Policy", "RateLimit", "RateLimit-Limit", "RateLimit-Remaining",
         "RateLimit-Reset", "Retry-After")}
+
+
+def rl_calls(rds):
+    """The module's rate commands run since the last CONFIG RESETSTAT: {command: calls}."""
+    stats = rds.info("commandstats")
+    return {name[len("cmdstat_"):]: v["calls"] for name, v in stats.items()
+            if name.startswith("cmdstat_rl.") and name != "cmdstat_rl.clock"}
+
+
+def gcra_left(rds, key, burst=3, count=1, period_ms=1500):
+    """Units left on a GCRA key right now (a DRYRUN counts the request it imagines)."""
+    allowed, _, remaining = rds.execute_command(
+        "RL.GCRA", key, burst, count, period_ms, "DRYRUN")[:3]
+    return remaining + 1 if allowed else remaining
 
 
 # --------------------------------------------------------------------------- admitted
@@ -77,7 +101,21 @@ def test_authenticated_request_lists_user_and_org(rds, serve):
         "RateLimit-Reset": "2",
         "Retry-After": None,
     }
-    assert sorted(rds.keys("rl:*")) == ["rl:org:acme", "rl:user:alice"]
+    # One hash tag: both keys in one Redis Cluster slot, as RL.ALL requires there.
+    assert sorted(rds.keys("rl:*")) == [ACME, ALICE]
+    assert key_slot(ALICE.encode()) == key_slot(ACME.encode())
+
+
+def test_one_command_per_request(rds, serve):
+    srv = serve(config())
+    rds.config_resetstat()
+    assert srv.get("/", auth("alice-token")).status == 200  # user + org: one RL.ALL
+    assert rl_calls(rds) == {"rl.all": 1}
+    rds.config_resetstat()
+    assert srv.get("/", auth("carol-token")).status == 200  # no org: one limit, one command
+    assert srv.get("/").status == 200  # anonymous: the ip limit
+    assert rl_calls(rds) == {"rl.gcra": 2}
+    assert sorted(rds.keys("rl:*")) == sorted([ACME, ALICE, "rl:ip:127.0.0.1", "rl:user:carol"])
 
 
 # --------------------------------------------------------------------------- refused
@@ -121,12 +159,14 @@ def test_org_limit_runs_out_before_user_limit(rds, serve):
     for token in ("alice-token", "alice-token", "bob-token", "bob-token"):
         assert srv.get("/", auth(token)).status == 200  # org: 4 of 4 spent
 
+    rds.config_resetstat()
     resp = srv.get("/", auth("alice-token"))
     assert resp.status == 429
+    assert rl_calls(rds) == {"rl.all": 1}  # one atomic call, no DRYRUN pass before it
     assert json.loads(resp.body)["violated-policies"] == ["org"]
     # Sliding window: previous 0, current 4 at the window start. Room for one more once
     # 4 * (1 - f) + 1 <= 4 in the next window, i.e. at f = 1/4: 60 s + 15 s.
-    org = rds.execute_command("RL.SLIDING", "rl:org:acme", 4, 60_000, "DRYRUN")
+    org = rds.execute_command("RL.SLIDING", ACME, 4, 60_000, "DRYRUN")
     assert org == [0, 4, 0, 75_000, 120_000]
     assert rl_headers(resp) == {
         "RateLimit-Policy": '"user";q=3;w=5, "org";q=4;w=60',
@@ -139,7 +179,8 @@ def test_org_limit_runs_out_before_user_limit(rds, serve):
     }
     # Alice's own quota is untouched by the org refusals: one unit is still there.
     assert srv.get("/", auth("alice-token")).status == 429
-    assert rds.execute_command("RL.GCRA", "rl:user:alice", 3, 1, 1500, "DRYRUN")[:3] == [1, 3, 0]
+    assert rds.execute_command("RL.GCRA", ALICE, 3, 1, 1500, "DRYRUN")[:3] == [1, 3, 0]
+    assert gcra_left(rds, ALICE) == 1 and gcra_left(rds, BOB) == 1
     # A user without an organisation is not affected.
     assert srv.get("/", auth("carol-token")).status == 200
 
@@ -155,6 +196,37 @@ def test_several_refusals_report_the_longest_retry(rds, serve):
     assert resp.getheader("Retry-After") == "75"
     assert resp.getheader("RateLimit-Reset") == "75"
     assert resp.getheader("RateLimit-Limit") == "4"
+
+
+def test_concurrent_requests_spend_user_and_org_together(rds, serve):
+    """12 requests at once (6 Alice, 6 Bob; org 4, each user 3): exactly 4 pass, and every
+    unit a user spent belongs to a request that passed. A check-then-spend in two round
+    trips could let another request in between and spend a user's unit for a 429."""
+    srv = serve(config())
+    tokens = ["alice-token", "bob-token"] * 6
+    with ThreadPoolExecutor(len(tokens)) as pool:
+        statuses = list(pool.map(lambda t: srv.get("/", auth(t)).status, tokens))
+    assert sorted(statuses) == [200] * 4 + [429] * 8
+    passed = {t: sum(1 for tk, st in zip(tokens, statuses) if tk == t and st == 200)
+              for t in ("alice-token", "bob-token")}
+    assert 3 - gcra_left(rds, ALICE) == passed["alice-token"]
+    assert 3 - gcra_left(rds, BOB) == passed["bob-token"]
+    assert rds.execute_command("RL.SLIDING", ACME, 4, 60_000, "DRYRUN")[0] == 0
+
+
+def test_check_adds_back_the_cost_of_a_rule_that_would_have_admitted(rds):
+    """RL.ALL refused by the org: the user's own reply counted the request (cost 2) as
+    spent, as DRYRUN does; the decision reports what is really left, and nothing moved."""
+    user = Limit.gcra("user", burst=5, count=1, period_ms=1000, cost=2)
+    org = Limit.sliding("org", limit=4, window_ms=60_000)
+    rds.execute_command("RL.SLIDING", ACME, 4, 60_000, "COST", 4)  # the org is spent
+    d_user, d_org = check(rds, [(user, ALICE), (org, ACME)])
+    assert (d_user.allowed, d_user.remaining) == (True, 5)  # the module replied 3
+    assert (d_org.allowed, d_org.remaining, d_org.retry_after_ms) == (False, 0, 75_000)
+    assert rds.exists(ALICE) == 0  # nothing spent on the user
+    rds.delete(ACME)
+    d_user, d_org = check(rds, [(user, ALICE), (org, ACME)])  # admitted: both spent
+    assert (d_user.allowed, d_user.remaining, d_org.allowed, d_org.remaining) == (True, 3, True, 3)
 
 
 # --------------------------------------------------------------------------- client IP
