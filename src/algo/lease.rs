@@ -163,6 +163,10 @@ impl Leases {
         reset = reset.max(self.reset_after_ms(now_us, cap));
         if commit {
             self.purge(now_us, cap);
+            if self.leases.is_empty() {
+                // A key's first lease: no room for growth it may never need.
+                self.leases.reserve_exact(1);
+            }
             self.leases.push(Lease {
                 expiry_us: expiry,
                 token,

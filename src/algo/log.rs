@@ -55,6 +55,10 @@ impl Log {
             if commit {
                 self.entries.drain(..first);
                 self.clamp(now_us);
+                if self.entries.is_empty() {
+                    // A key's first entries: no room for growth it may never need.
+                    self.entries.reserve_exact(cost as usize);
+                }
                 self.entries
                     .extend(std::iter::repeat_n(now_us, cost as usize));
             }
