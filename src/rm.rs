@@ -94,8 +94,14 @@ pub fn signal_modified(ctx: Ctx, name: RStr) {
     api!(RedisModule_SignalModifiedKey(ctx, name) else ERR);
 }
 
-/// The server's clock in ms (`RedisModule_Milliseconds`, what relative expiries use).
+/// The server's clock in ms, as the server itself uses it for expiries: the cached command
+/// time where the server has it (Valkey, Redis 7.2+: frozen for a whole MULTI/EXEC or
+/// script, so a key's TTL stays equal to `reset_after_ms`), else `RedisModule_Milliseconds`.
 pub fn server_ms() -> u64 {
+    if let Some(f) = unsafe { raw::RedisModule_CachedMicroseconds } {
+        // SAFETY: provided by the server for the current call.
+        return u64::try_from(unsafe { f() }).unwrap_or(0) / 1000;
+    }
     u64::try_from(api!(RedisModule_Milliseconds() else 0)).unwrap_or(0)
 }
 
@@ -103,6 +109,18 @@ pub fn server_ms() -> u64 {
 /// named after the algorithm, e.g. `ratelimit.gcra`.
 pub fn notify(ctx: Ctx, algo: crate::state::Algo, name: RStr) {
     api!(RedisModule_NotifyKeyspaceEvent(ctx, raw::REDISMODULE_NOTIFY_MODULE, algo.event().as_ptr(), name) else ERR);
+}
+
+/// Whether this call only asks for the command's key positions (`getkeys-api`).
+pub fn is_keys_position_request(ctx: Ctx) -> bool {
+    api!(RedisModule_IsKeysPositionRequest(ctx) else 0) != 0
+}
+
+/// Reports argument `pos` as a key, answering a key-position request.
+pub fn key_at_pos(ctx: Ctx, pos: usize) {
+    if let Ok(p) = c_int::try_from(pos) {
+        api!(RedisModule_KeyAtPos(ctx, p) else ());
+    }
 }
 
 /// An open key, closed on drop.

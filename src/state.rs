@@ -12,7 +12,7 @@
 //!
 //! Decoding validates every field; anything odd is refused, never trusted.
 
-use crate::algo::{gcra, lease, log, window, MAX_TIME_MS, NS_PER_MS, US_PER_MS};
+use crate::algo::{gcra, lease, log, window, MAX_SPAN_MS, MAX_TIME_MS, NS_PER_MS, US_PER_MS};
 
 /// Which algorithm a state belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -334,7 +334,8 @@ impl State {
             return Err(DecodeError("unknown encoding version"));
         }
         let mut r = Reader(rest);
-        let max_ns = MAX_TIME_MS.saturating_mul(NS_PER_MS).saturating_mul(2);
+        // The furthest a TAT can lie: the latest module time plus the longest span.
+        let max_ns = (MAX_TIME_MS + MAX_SPAN_MS) * NS_PER_MS;
         let state = match tag {
             1 | 2 | 6 => {
                 let names = if *tag == 2 {

@@ -124,7 +124,22 @@ fn parse(args: &[RStr]) -> Result<(Vec<Item>, bool), Error> {
     Ok((items, dryrun))
 }
 
+/// Answers a key-position request (`getkeys-api`): the keys are arguments 2..2+numkeys.
+fn key_positions(ctx: Ctx, args: &[RStr]) {
+    let n = args.get(1).and_then(|a| rm::to_i64(*a)).unwrap_or(0);
+    let n = usize::try_from(n)
+        .unwrap_or(0)
+        .min(args.len().saturating_sub(2));
+    for pos in 2..2 + n {
+        rm::key_at_pos(ctx, pos);
+    }
+}
+
 pub fn all(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
+    if rm::is_keys_position_request(ctx) {
+        key_positions(ctx, args);
+        return Ok(());
+    }
     let (items, dryrun) = parse(args)?;
     let now = clock::now_us();
     let keys: Vec<Key> = items
