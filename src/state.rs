@@ -403,8 +403,8 @@ impl State {
                     seq: r.u64()?,
                 };
                 let horizon_us = r.u64()?;
-                if horizon_us > MAX_TIME_US {
-                    return Err(DecodeError("bad lease horizon"));
+                if horizon_us > MAX_TIME_US || last.ms > lease::MAX_TOKEN_MS {
+                    return Err(DecodeError("bad lease horizon or token"));
                 }
                 let n = r.count(3)?;
                 let mut leases = Vec::new();

@@ -72,8 +72,8 @@ fn cell_secs(ns: i128) -> i64 {
     (s + i128::from(sub_ms > 0)) as i64
 }
 
-/// One `CL.THROTTLE` of `quantity` (>= 1) at `now_ns`. Returns the reply, the new TAT in ns
-/// when the request was admitted, and the time to fresh in ns (the key's TTL).
+/// One `CL.THROTTLE` of `quantity` (>= 1) at `now_ns`. Returns the reply, the TAT in ns to
+/// store (when admitted, or clamped after a clock jump) and the time to fresh in ns (the TTL).
 pub fn throttle(
     tat_ns: Option<u64>,
     p: &Params,
@@ -85,14 +85,21 @@ pub fn throttle(
     let dvt = t * (i128::from(p.max_burst) + 1);
     let increment = t * i128::from(quantity);
     // A TAT further ahead than an admission could have left it is read as fully spent.
-    let tat = tat_ns
-        .map_or(now, |v| i128::from(v).min(now + dvt))
-        .max(now);
+    let stored_tat = tat_ns.map(i128::from);
+    let tat = stored_tat.map_or(now, |v| v.min(now + dvt)).max(now);
     let new_tat = tat + increment;
     let diff = now - (new_tat - dvt);
     let (limited, retry, ttl, stored) = if diff < 0 {
         let retry = if increment <= dvt { -diff } else { -NS_PER_S };
-        (true, retry, tat - now, None)
+        // Refused: nothing to store, unless the stored TAT lay beyond `now + dvt` (a clock
+        // that ran ahead): then the clamped one, so the caller is blocked for at most `dvt`.
+        let clamped = stored_tat.is_some_and(|v| v > tat);
+        (
+            true,
+            retry,
+            tat - now,
+            clamped.then(|| u64::try_from(tat).ok()).flatten(),
+        )
     } else {
         (false, -NS_PER_S, new_tat - now, u64::try_from(new_tat).ok())
     };
@@ -152,6 +159,20 @@ mod tests {
         let mut tat = None;
         assert_eq!(run(&p, &mut tat, 7, NOW), [1, 6, 6, -1, 0]);
         assert_eq!(tat, None);
+    }
+
+    #[test]
+    fn clock_back_blocks_at_most_the_reset_time() {
+        let p = Params::new(1, 1, 60).unwrap();
+        let day = 86_400_000_000_000;
+        let mut tat = None;
+        for _ in 0..3 {
+            run(&p, &mut tat, 1, NOW + day);
+        }
+        // A day back: read as fully spent, and stored so.
+        assert_eq!(run(&p, &mut tat, 1, NOW), [1, 2, 0, 60, 120]);
+        assert_eq!(tat, Some(NOW + 120_000_000_000));
+        assert_eq!(run(&p, &mut tat, 1, NOW + 121_000_000_000)[0], 0);
     }
 
     #[test]

@@ -76,6 +76,10 @@ pub struct Leases {
     pub leases: Vec<Lease>,
 }
 
+/// The largest token time a state may hold (the codec refuses more): twice the latest module
+/// time, so `(ms + 1) * 1000` stays a valid µs instant.
+pub const MAX_TOKEN_MS: u64 = 2 * super::MAX_TIME_MS - 1;
+
 fn ms_until(at_us: u64, now_us: u64) -> u64 {
     sat_u64(div_ceil(
         u128::from(at_us.saturating_sub(now_us)),
@@ -152,10 +156,16 @@ impl Leases {
         let now_ms = now_us / US_PER_MS;
         let token = if now_ms > self.last.ms {
             Token { ms: now_ms, seq: 0 }
-        } else {
+        } else if self.last.seq < u64::MAX {
             Token {
                 ms: self.last.ms,
-                seq: self.last.seq.saturating_add(1),
+                seq: self.last.seq + 1,
+            }
+        } else {
+            // 2^64 tokens in one ms: move to the next ms rather than repeat a token.
+            Token {
+                ms: self.last.ms.saturating_add(1).min(MAX_TOKEN_MS),
+                seq: 0,
             }
         };
         let expiry = now_us.saturating_add(p.lease_ms.saturating_mul(US_PER_MS));

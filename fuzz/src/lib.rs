@@ -1,0 +1,339 @@
+//! The module's pure layers, compiled in from `../src` by path, and the checks the fuzz
+//! targets share.
+//!
+//! Only `algo/`, `state.rs` and `rule.rs` are included: they use nothing from Redis (the
+//! README's layout promises it), so the fuzzers need neither a server nor the Redis
+//! allocator the module's own rlib installs as the global allocator.
+//!
+//! Every check here is a property the contract (`shared/design/commands.md`) promises for
+//! one call of a rate command: reply shape and bounds, "refused / dry-run changes nothing",
+//! `remaining` is exact, the state is fresh again after `reset_after_ms`, a clock jump never
+//! blocks for longer than the algorithm's own reset time, and every state the algorithms
+//! produce survives the codec (RDB, replication) unchanged.
+
+#![allow(dead_code, clippy::all)]
+
+#[path = "../../src/algo/mod.rs"]
+pub mod algo;
+#[path = "../../src/rule.rs"]
+pub mod rule;
+#[path = "../../src/state.rs"]
+pub mod state;
+
+use algo::{gcra, lease, window, Decision, MAX_SPAN_MS, MAX_TIME_MS, US_PER_MS};
+use arbitrary::{Result, Unstructured};
+use rule::{Extra, Outcome, Rule};
+use state::{Algo, State};
+
+/// Largest module time, µs (the module clock is clamped to it; the test clock refuses more).
+pub const MAX_NOW_US: u64 = MAX_TIME_MS * US_PER_MS;
+/// Largest RL.LOG limit the fuzzers use (the config allows up to 10^6; kept small for speed).
+pub const LOG_LIMIT: u64 = 1_000;
+/// Largest RL.ACQUIRE limit the fuzzers use.
+pub const ACQUIRE_LIMIT: u64 = 64;
+
+/// A number in `0..=max`, biased towards the edges where arithmetic breaks.
+pub fn num(u: &mut Unstructured, max: u64) -> Result<u64> {
+    let edges = [
+        0,
+        1,
+        2,
+        3,
+        7,
+        10,
+        999,
+        1_000,
+        1_001,
+        60_000,
+        3_600_000,
+        MAX_SPAN_MS - 1,
+        MAX_SPAN_MS,
+        MAX_SPAN_MS + 1,
+        MAX_TIME_MS,
+        MAX_NOW_US,
+        u64::MAX / 2,
+        u64::MAX - 1,
+        u64::MAX,
+    ];
+    let v = match u.int_in_range(0u8..=7)? {
+        0..=1 => u.int_in_range(0..=16)?,
+        2..=3 => edges[u.choose_index(edges.len())?],
+        4 => u.int_in_range(0..=100_000)?,
+        _ => u.arbitrary::<u64>()?,
+    };
+    Ok(v.min(max))
+}
+
+/// Every algorithm a rule can have.
+pub const ALGOS: [Algo; 7] = [
+    Algo::Gcra,
+    Algo::TokenBucket,
+    Algo::Queue,
+    Algo::Sliding,
+    Algo::Fixed,
+    Algo::Log,
+    Algo::Concurrency,
+];
+
+/// A rule of any algorithm with parameters the command layer would accept, or `None`.
+pub fn rule(u: &mut Unstructured) -> Result<Option<Rule>> {
+    let algo = ALGOS[u.choose_index(ALGOS.len())?];
+    rule_of(u, algo)
+}
+
+/// A rule of `algo` with parameters from `u` the command layer would accept, or `None`.
+pub fn rule_of(u: &mut Unstructured, algo: Algo) -> Result<Option<Rule>> {
+    let (a, b, c) = (num(u, u64::MAX)?, num(u, u64::MAX)?, num(u, u64::MAX)?);
+    // The command layer parses signed 64-bit integers and refuses anything below 1.
+    let (a, b, c) = (
+        a.min(i64::MAX as u64),
+        b.min(i64::MAX as u64),
+        c.min(i64::MAX as u64),
+    );
+    Ok(match algo {
+        Algo::Gcra => gcra::Params::new(a, b, c, gcra::GCRA_NAMES)
+            .ok()
+            .map(|p| Rule::Bucket(Algo::Gcra, p)),
+        Algo::TokenBucket => gcra::Params::new(a, b, c, gcra::BUCKET_NAMES)
+            .ok()
+            .map(|p| Rule::Bucket(Algo::TokenBucket, p)),
+        Algo::Queue => gcra::Params::new(a, 1, c, gcra::GCRA_NAMES)
+            .ok()
+            .map(|p| Rule::Bucket(Algo::Queue, p)),
+        Algo::Sliding => window::Params::new(a, c)
+            .ok()
+            .map(|p| Rule::Window(Algo::Sliding, p)),
+        Algo::Fixed => window::Params::new(a, c)
+            .ok()
+            .map(|p| Rule::Window(Algo::Fixed, p)),
+        Algo::Log => window::Params::new(a.min(LOG_LIMIT), c).ok().map(Rule::Log),
+        Algo::Concurrency => lease::Params::new(a.min(ACQUIRE_LIMIT), c)
+            .ok()
+            .map(Rule::Acquire),
+    })
+}
+
+/// A valid cost for `r`: `1..=limit` (always 1 for RL.ACQUIRE, which takes no COST).
+pub fn cost(u: &mut Unstructured, r: &Rule) -> Result<u64> {
+    Ok(match r {
+        Rule::Acquire(_) => 1,
+        _ => num(u, limit(r))?.max(1),
+    })
+}
+
+/// The rule's `limit` (burst, capacity or limit).
+pub fn limit(r: &Rule) -> u64 {
+    match r {
+        Rule::Bucket(_, p) => p.burst,
+        Rule::Window(_, p) | Rule::Log(p) => p.limit,
+        Rule::Acquire(p) => p.limit,
+    }
+}
+
+/// The algorithm's own reset time in ms under `r`: the longest any state can block a caller
+/// (and the longest TTL a call may set). For leases: the longest lease ever granted.
+pub fn bound_ms(r: &Rule, before: &State) -> u64 {
+    match r {
+        Rule::Bucket(_, p) => {
+            let num = u128::from(p.burst) * u128::from(p.period_ms);
+            num.div_ceil(u128::from(p.count)) as u64
+        }
+        Rule::Window(Algo::Fixed, p) | Rule::Log(p) => p.window_ms,
+        Rule::Window(_, p) => 2 * p.window_ms,
+        Rule::Acquire(p) => match before {
+            State::Concurrency(c) => c.leases.max_lease_ms.max(p.lease_ms),
+            _ => p.lease_ms,
+        },
+    }
+}
+
+/// The last token of a concurrency state.
+pub fn last_token(s: &State) -> Option<lease::Token> {
+    match s {
+        State::Concurrency(c) => Some(c.leases.last),
+        _ => None,
+    }
+}
+
+/// The state as the module would store it, read back: what RDB, DEBUG RELOAD and a replica
+/// (RL._APPLY) hold after this write. Panics if the codec refuses a state the algorithms made.
+pub fn round_trip(s: &State) -> State {
+    let enc = s.encode();
+    let bytes = enc.as_slice();
+    match State::decode(bytes) {
+        Ok(back) => {
+            assert_eq!(&back, s, "codec round trip changed the state");
+            assert_eq!(back.encode().as_slice(), bytes, "re-encoding differs");
+            back
+        }
+        Err(e) => panic!(
+            "the codec refuses a state the algorithms produced ({e:?}): {s:?}\n\
+             (RDB load, DEBUG RELOAD and replicas would lose or refuse this key)"
+        ),
+    }
+}
+
+/// Runs one request like the command layer does: on `s` (the stored state; the rule's fresh
+/// state when the key is empty), `commit` = not DRYRUN. Checks every per-call property and
+/// returns the outcome.
+pub fn call(r: &Rule, s: &mut Option<State>, cost: u64, now: u64, commit: bool) -> Outcome {
+    let before = s.clone().unwrap_or_else(|| r.fresh());
+    let mut cur = before.clone();
+    let out = r.hit(&mut cur, cost, now, commit);
+    check(r, &before, &cur, cost, now, commit, &out);
+    if out.wrote {
+        *s = Some(round_trip(&cur));
+    }
+    out
+}
+
+/// The properties of one call (see the module doc).
+pub fn check(
+    r: &Rule,
+    before: &State,
+    after: &State,
+    cost: u64,
+    now: u64,
+    commit: bool,
+    out: &Outcome,
+) {
+    let d = &out.decision;
+    let lim = limit(r);
+    let bound = bound_ms(r, before);
+    let ctx = || {
+        format!("rule {r:?} cost {cost} now {now} commit {commit}\nbefore {before:?}\nafter {after:?}\n{out:?}")
+    };
+    assert_eq!(d.limit, lim, "limit field: {}", ctx());
+    assert!(d.remaining <= lim, "remaining above limit: {}", ctx());
+    if d.allowed {
+        assert_eq!(d.retry_after_ms, 0, "admitted with a retry: {}", ctx());
+    } else {
+        assert!(d.retry_after_ms >= 1, "refused without a retry: {}", ctx());
+    }
+    assert!(
+        d.retry_after_ms <= bound,
+        "retry_after_ms beyond the algorithm's reset time {bound}: {}",
+        ctx()
+    );
+    assert!(
+        d.reset_after_ms <= bound,
+        "reset_after_ms beyond the algorithm's reset time {bound}: {}",
+        ctx()
+    );
+    if !out.wrote {
+        assert_eq!(before, after, "state changed without a write: {}", ctx());
+    }
+    if !commit {
+        assert!(!out.wrote, "DRYRUN wrote: {}", ctx());
+    }
+    if out.wrote {
+        assert!(
+            d.reset_after_ms >= 1,
+            "a write with reset_after_ms 0 (key without TTL or deleted at once): {}",
+            ctx()
+        );
+    }
+    match (r, out.extra) {
+        (Rule::Bucket(Algo::Queue, p), Extra::Delay(delay)) => {
+            if d.allowed {
+                let most = (p.burst - cost).saturating_mul(p.period_ms);
+                assert!(
+                    delay <= most,
+                    "queue delay above (capacity - cost) * interval: {}",
+                    ctx()
+                );
+                assert!(
+                    delay <= d.reset_after_ms,
+                    "queue delay beyond reset: {}",
+                    ctx()
+                );
+            } else {
+                assert_eq!(delay, 0, "refused with a delay: {}", ctx());
+            }
+        }
+        (Rule::Acquire(_), Extra::Token(t)) => {
+            assert_eq!(t.is_some(), d.allowed, "token iff admitted: {}", ctx());
+            if let (Some(t), Some(prev)) = (t, last_token(before)) {
+                // Known and reported: a crafted state whose last token has seq u64::MAX
+                // (unreachable by real use: 2^64 acquisitions in one ms) gets it again.
+                let saturated = prev.seq == u64::MAX && t == prev;
+                assert!(t > prev || saturated, "token not increasing: {}", ctx());
+            }
+            if out.wrote && d.allowed {
+                assert_eq!(last_token(after), t, "stored last token: {}", ctx());
+            }
+        }
+        (Rule::Bucket(Algo::Queue, _), _) | (Rule::Acquire(_), _) => {
+            panic!("missing extra field: {}", ctx())
+        }
+        (_, Extra::None) => {}
+        _ => panic!("unexpected extra field: {}", ctx()),
+    }
+    if commit {
+        probe_remaining(r, after, d, now, &ctx);
+        probe_fresh_at(r, after, now, d.reset_after_ms, "reset_after_ms", &ctx);
+    }
+}
+
+/// `remaining` more cost-1 requests are admitted at the same instant, and no more.
+fn probe_remaining(r: &Rule, after: &State, d: &Decision, now: u64, ctx: &dyn Fn() -> String) {
+    let mut s = after.clone();
+    if let Rule::Acquire(_) = r {
+        for i in 0..d.remaining {
+            let o = r.hit(&mut s, 1, now, true);
+            assert!(
+                o.decision.allowed,
+                "probe {i} of remaining {} refused: {}",
+                d.remaining,
+                ctx()
+            );
+        }
+    } else if d.remaining > 0 {
+        let o = r.hit(&mut s, d.remaining, now, true);
+        assert!(
+            o.decision.allowed,
+            "a request of cost remaining={} refused right after: {}",
+            d.remaining,
+            ctx()
+        );
+    }
+    let o = r.hit(&mut s, 1, now, true);
+    assert!(
+        !o.decision.allowed,
+        "more than remaining={} admitted right after: {}",
+        d.remaining,
+        ctx()
+    );
+}
+
+/// At `now + ms` the state is equivalent to a fresh key: a full-limit request is admitted
+/// (for leases: `limit` acquisitions).
+pub fn probe_fresh_at(
+    r: &Rule,
+    after: &State,
+    now: u64,
+    ms: u64,
+    what: &str,
+    ctx: &dyn Fn() -> String,
+) {
+    let t = now + ms * US_PER_MS;
+    let mut s = after.clone();
+    let lim = limit(r);
+    if let Rule::Acquire(_) = r {
+        for i in 0..lim {
+            let o = r.hit(&mut s, 1, t, true);
+            assert!(
+                o.decision.allowed,
+                "acquire {i} of {lim} refused {what} later: {}",
+                ctx()
+            );
+        }
+    } else {
+        let o = r.hit(&mut s, lim, t, true);
+        assert!(
+            o.decision.allowed,
+            "not fresh {what}={ms} ms later: {o:?}\n{}",
+            ctx()
+        );
+    }
+}
