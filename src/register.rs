@@ -299,8 +299,12 @@ fn blank() -> raw::RedisModuleCommandArg {
     unsafe { std::mem::zeroed() }
 }
 
-/// Builds the zero-terminated C array for `args` (leaked once at load).
-fn build_args(args: &[Arg]) -> *mut raw::RedisModuleCommandArg {
+/// Owns the C arrays handed to `RedisModule_SetCommandInfo`, which copies them: dropped
+/// right after the call.
+type Arena = Vec<Box<[raw::RedisModuleCommandArg]>>;
+
+/// Builds the zero-terminated C array for `args`, owned by `arena`.
+fn build_args(args: &[Arg], arena: &mut Arena) -> *mut raw::RedisModuleCommandArg {
     use raw::{
         RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_BLOCK as BLOCK,
         RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER as INT,
@@ -353,12 +357,12 @@ fn build_args(args: &[Arg]) -> *mut raw::RedisModuleCommandArg {
             Arg::OneOf(n, subs) => {
                 e.name = n.as_ptr();
                 e.type_ = ONEOF;
-                e.subargs = build_args(subs);
+                e.subargs = build_args(subs, arena);
             }
             Arg::Pair(t, n) => {
                 e.name = t.as_ptr();
                 e.type_ = BLOCK;
-                e.subargs = build_args(&[Arg::Word(t), Arg::Int(n)]);
+                e.subargs = build_args(&[Arg::Word(t), Arg::Int(n)], arena);
             }
             Arg::NumKeys => {
                 e.name = c"numkeys".as_ptr();
@@ -380,7 +384,10 @@ fn build_args(args: &[Arg]) -> *mut raw::RedisModuleCommandArg {
         out.push(e);
     }
     out.push(blank());
-    Box::leak(out.into_boxed_slice()).as_mut_ptr()
+    let mut owned = out.into_boxed_slice();
+    let ptr = owned.as_mut_ptr();
+    arena.push(owned);
+    ptr
 }
 
 static INFO_VERSION: raw::RedisModuleCommandInfoVersion = raw::RedisModuleCommandInfoVersion {
@@ -392,7 +399,7 @@ static INFO_VERSION: raw::RedisModuleCommandInfoVersion = raw::RedisModuleComman
 
 /// The key spec (plus the zeroed terminator): the key is argument 1, or for `NumKeys` the
 /// keys follow a count at argument 1, as for EVAL or ZUNIONSTORE.
-fn key_specs(keys: Keys) -> Option<&'static mut [raw::RedisModuleCommandKeySpec; 2]> {
+fn key_specs(keys: Keys) -> Option<Box<[raw::RedisModuleCommandKeySpec; 2]>> {
     let flags = match keys {
         Keys::None => return None,
         Keys::Update | Keys::Counted => {
@@ -417,8 +424,7 @@ fn key_specs(keys: Keys) -> Option<&'static mut [raw::RedisModuleCommandKeySpec;
         spec.fk.range.keystep = 1;
         spec.fk.range.limit = 0;
     }
-    // Leaked once at load: Redis may keep pointers into it.
-    Some(Box::leak(Box::new([spec, unsafe { std::mem::zeroed() }])))
+    Some(Box::new([spec, unsafe { std::mem::zeroed() }]))
 }
 
 /// Registers every command; `Err` with a message on failure.
@@ -440,7 +446,10 @@ pub fn register(ctx: Ctx) -> Result<(), String> {
         if cmd.is_null() {
             return Err(format!("cannot find command {:?}", c.name));
         }
-        let info = Box::leak(Box::new(raw::RedisModuleCommandInfo {
+        // The server copies everything it is given here: these buffers are dropped after.
+        let mut arena = Arena::new();
+        let mut specs = key_specs(c.keys);
+        let mut info = raw::RedisModuleCommandInfo {
             version: &INFO_VERSION,
             summary: c.summary.as_ptr(),
             complexity: c.complexity.as_ptr(),
@@ -448,10 +457,10 @@ pub fn register(ctx: Ctx) -> Result<(), String> {
             history: ptr::null_mut(),
             tips: ptr::null(),
             arity: c.arity,
-            key_specs: key_specs(c.keys).map_or(ptr::null_mut(), |k| k.as_mut_ptr()),
-            args: build_args(c.args),
-        }));
-        if api!(RedisModule_SetCommandInfo(cmd, info) else rm::ERR) != rm::OK {
+            key_specs: specs.as_mut().map_or(ptr::null_mut(), |k| k.as_mut_ptr()),
+            args: build_args(c.args, &mut arena),
+        };
+        if api!(RedisModule_SetCommandInfo(cmd, &mut info) else rm::ERR) != rm::OK {
             return Err(format!("cannot set command info of {:?}", c.name));
         }
         if acl_ok {
