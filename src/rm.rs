@@ -164,6 +164,17 @@ impl Key {
         api!(RedisModule_ModuleTypeSetValue(self.ptr, ty, v) else ERR) == OK
     }
 
+    /// Swaps in a new module value, keeping the key and its TTL; returns the old value.
+    pub fn replace_module_value(
+        &self,
+        ty: *mut raw::RedisModuleType,
+        v: *mut c_void,
+    ) -> Option<*mut c_void> {
+        let mut old: *mut c_void = ptr::null_mut();
+        (api!(RedisModule_ModuleTypeReplaceValue(self.ptr, ty, v, &mut old) else ERR) == OK)
+            .then_some(old)
+    }
+
     pub fn delete(&self) {
         api!(RedisModule_DeleteKey(self.ptr) else ERR);
     }

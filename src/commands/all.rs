@@ -15,6 +15,7 @@ use super::{commit, reply_outcome, state_of};
 use crate::algo::{check_cost, gcra, window, ParamError};
 use crate::args::positive;
 use crate::clock;
+use crate::datatype::Held;
 use crate::error::{Error, ALL_DUPLICATE, ALL_NUMKEYS, ALL_RULES, SYNTAX};
 use crate::rm::{self, Ctx, Key, RStr};
 use crate::rule::{Outcome, Rule};
@@ -151,7 +152,7 @@ pub fn all(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
         states.push(state_of(key, it.rule.algo())?);
     }
     // Pass 1: every rule decides without writing.
-    let decide = |it: &Item, st: &mut Option<&mut crate::state::State>, commit: bool| match st {
+    let decide = |it: &Item, st: &mut Option<Held>, commit: bool| match st {
         Some(s) => it.rule.hit(s, it.cost, now, commit),
         None => it.rule.hit(&mut it.rule.fresh(), it.cost, now, false),
     };
@@ -164,17 +165,19 @@ pub fn all(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
     if refused_by.is_none() && !dryrun {
         // Pass 2: all admit, so each spends, in one atomic step (effects are replicated
         // together: Redis wraps a command's several effects in MULTI/EXEC).
-        for (i, (it, st)) in items.iter().zip(states.iter_mut()).enumerate() {
+        for (i, (it, st)) in items.iter().zip(states.drain(..)).enumerate() {
+            let mut held = st;
             let mut fresh = None;
-            let state = match st {
-                Some(s) => &mut **s,
+            let state: &mut crate::state::State = match held.as_mut() {
+                Some(h) => h,
                 None => fresh.insert(it.rule.fresh()),
             };
             let out = it.rule.hit(state, it.cost, now, true);
             if out.wrote {
                 let mut enc = state.encode();
+                let owned = held.map_or(fresh, Held::to_store);
                 if let Some(k) = keys.get(i) {
-                    commit(ctx, k, it.key, fresh, &mut enc, out.decision.reset_after_ms);
+                    commit(ctx, k, it.key, owned, &mut enc, out.decision.reset_after_ms);
                 }
             }
             if let Some(o) = outs.get_mut(i) {

@@ -25,7 +25,7 @@ pub fn info(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
             return Ok(());
         }
         Slot::Foreign => return Err(Error::Static(WRONGTYPE)),
-        Slot::Ours(s) => s.clone(),
+        Slot::Ours(s) => (*s).clone(),
     };
     let ttl = ("ttl_ms", Val::Signed(key.expire()));
     let algo = ("algorithm", Val::Str(s.algo().name()));

@@ -18,19 +18,21 @@ fn with_leases(
     let now = clock::now_us();
     let key = Key::open(ctx, name, true);
     let done = match state_of(&key, Algo::Concurrency)? {
-        Some(s @ State::Concurrency(_)) => {
-            let State::Concurrency(c) = &mut *s else {
-                return Ok(());
+        Some(mut held) => {
+            let (changed, ttl) = match &mut *held {
+                State::Concurrency(c) => {
+                    let changed = f(&mut c.leases, now);
+                    (changed, c.leases.ttl_ms(now))
+                }
+                _ => (false, 0),
             };
-            let changed = f(&mut c.leases, now);
             if changed {
-                let ttl = c.leases.ttl_ms(now);
-                let mut enc = s.encode();
-                commit(ctx, &key, name, None, &mut enc, ttl);
+                let mut enc = held.encode();
+                commit(ctx, &key, name, held.to_store(), &mut enc, ttl);
             }
             changed
         }
-        _ => false,
+        None => false,
     };
     crate::stats::decided(done);
     rm::reply_i64(ctx, i64::from(done));

@@ -10,7 +10,7 @@ pub mod rate;
 pub mod throttle;
 
 use crate::algo::Decision;
-use crate::datatype::{self, Slot};
+use crate::datatype::{self, Held, Slot};
 use crate::error::{Error, INTERNAL, WRONGTYPE};
 use crate::rm::{self, api, Ctx, Key, RStr};
 use crate::rule::{Extra, Outcome, Rule};
@@ -94,7 +94,7 @@ pub fn reply_outcome(ctx: Ctx, o: &Outcome) {
 }
 
 /// The key's state if it holds one of `algo`: `Ok(None)` when empty, `WRONGTYPE` otherwise.
-pub fn state_of(key: &Key, algo: Algo) -> Result<Option<&mut State>, Error> {
+pub fn state_of(key: &Key, algo: Algo) -> Result<Option<Held<'_>>, Error> {
     match datatype::slot(key) {
         Slot::Empty => Ok(None),
         Slot::Ours(s) if s.algo() == algo => Ok(Some(s)),
@@ -108,20 +108,22 @@ pub fn state_of(key: &Key, algo: Algo) -> Result<Option<&mut State>, Error> {
 pub fn run(ctx: Ctx, name: RStr, rule: &Rule, opts: Opts) -> Result<Outcome, Error> {
     let now = mclock::now_us();
     let key = Key::open(ctx, name, !opts.dryrun);
+    let mut held = state_of(&key, rule.algo())?;
     let mut fresh = None;
-    let state = match state_of(&key, rule.algo())? {
-        Some(s) => s,
+    let state: &mut State = match held.as_mut() {
+        Some(h) => h,
         None => fresh.insert(rule.fresh()),
     };
     let out = rule.hit(state, opts.cost, now, !opts.dryrun);
     stats::decided(out.decision.allowed);
     if out.wrote {
         let mut enc = state.encode();
+        let owned = held.map_or(fresh, Held::to_store);
         commit(
             ctx,
             &key,
             name,
-            fresh,
+            owned,
             &mut enc,
             out.decision.reset_after_ms,
         );
@@ -129,27 +131,27 @@ pub fn run(ctx: Ctx, name: RStr, rule: &Rule, opts: Opts) -> Result<Outcome, Err
     Ok(out)
 }
 
-/// Finishes a write: stores a new key's state (`fresh`; an existing one was updated in
-/// place), sets the TTL to `ttl_ms`, signals the change and replicates the effect (the
+/// Finishes a write: stores `owned` (a new key's state, or one unpacked from the value
+/// word; a boxed one was updated in place), sets the TTL to `ttl_ms`, signals the change and replicates the effect (the
 /// encoded state `enc` and its absolute expiry), never the clock-dependent command.
 pub fn commit(
     ctx: Ctx,
     key: &Key,
     name: RStr,
-    fresh: Option<State>,
+    owned: Option<State>,
     enc: &mut Encoded,
     ttl_ms: u64,
 ) {
     let algo = enc.algo();
     if ttl_ms == 0 {
         // Equivalent to a fresh key: no state at all.
-        if fresh.is_none() {
+        if !matches!(datatype::slot(key), Slot::Empty) {
             key.delete();
             api!(RedisModule_Replicate(ctx, c"DEL".as_ptr(), c"s".as_ptr(), name) else rm::ERR);
         }
         return;
     }
-    if let Some(s) = fresh {
+    if let Some(s) = owned {
         if !datatype::store(key, s) {
             return;
         }

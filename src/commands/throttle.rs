@@ -46,7 +46,7 @@ pub fn throttle(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
                 .ok_or(Error::Static(WRONGTYPE))?,
         )
     } else {
-        match state_of(&key, Algo::Gcra)? {
+        match state_of(&key, Algo::Gcra)?.as_deref() {
             Some(State::Gcra(b)) => Some(b.tat.ns.saturating_add(u64::from(b.tat.frac > 0))),
             _ => None,
         }
@@ -59,14 +59,7 @@ pub fn throttle(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
         });
         let mut enc = next.encode();
         let ttl_ms = u64::try_from(ttl_ns).unwrap_or(0).div_ceil(NS_PER_MS);
-        let fresh = match state_of(&key, Algo::Gcra) {
-            Ok(Some(s)) => {
-                *s = next;
-                None
-            }
-            _ => Some(next),
-        };
-        commit(ctx, &key, name, fresh, &mut enc, ttl_ms);
+        commit(ctx, &key, name, Some(next), &mut enc, ttl_ms);
     }
     crate::stats::decided(!reply.limited);
     rm::reply_array(ctx, 5);
