@@ -14,6 +14,7 @@ pub mod clock;
 pub mod commands;
 pub mod datatype;
 pub mod error;
+pub mod propagate;
 pub mod register;
 pub mod rm;
 pub mod rule;
@@ -39,6 +40,7 @@ const MODULE_OPTIONS: i32 = (raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS
 
 fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     datatype::init();
+    propagate::init(ctx.ctx);
     if let Some(f) = unsafe { raw::RedisModule_SetModuleOptions } {
         unsafe { f(ctx.ctx, MODULE_OPTIONS) };
     }

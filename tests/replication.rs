@@ -505,3 +505,83 @@ fn token_key(t: &str) -> (u64, u64) {
     let (ms, seq) = t.split_once('-').expect("token <ms>-<seq>");
     (ms.parse().unwrap(), seq.parse().unwrap())
 }
+
+/// A primary that nobody listens to skips building RL._APPLY (INFO says so), also after a
+/// BGSAVE. Replicas that join such a primary, diskless or disk-based, while writes keep
+/// coming from another client, end up with every key identical, and from then on the
+/// primary propagates effects.
+#[test]
+fn replicas_joining_a_quiet_primary_get_every_write() {
+    use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+    use std::sync::Arc;
+    let effects = |c: &mut Connection| info_field(c, "ratelimit", "ratelimit_effects_to_replicas");
+    for (label, diskless) in [("diskless", "yes"), ("disk-based", "no")] {
+        let mut rng = StdRng::seed_from_u64(7);
+        let spec = specs();
+        let mut tokens = BTreeMap::new();
+        let p = Server::start();
+        let mut pc = p.con();
+        ok(&mut pc, &args!("RL.CLOCK", "REAL"));
+        assert_eq!(effects(&mut pc).as_deref(), Some("no"), "{label}");
+        random_workload(&mut pc, &mut rng, &spec, &mut tokens, 4);
+        // A BGSAVE forks; Redis finds no replica and no backlog and stays quiet (Valkey
+        // propagates after any fork).
+        ok(&mut pc, &args!("BGSAVE"));
+        thread::sleep(Duration::from_millis(50));
+        while info_field(&mut pc, "persistence", "rdb_bgsave_in_progress").as_deref() != Some("0") {
+            thread::sleep(Duration::from_millis(10));
+        }
+        if info_field(&mut pc, "server", "server_name").as_deref() != Some("valkey") {
+            assert_eq!(effects(&mut pc).as_deref(), Some("no"), "{label}");
+        }
+        // Filler in db 1 makes the sync take long enough for many writes to land in it.
+        ok(&mut pc, &args!("SELECT", "1"));
+        ok(&mut pc, &args!("DEBUG", "POPULATE", "300000"));
+        ok(&mut pc, &args!("SELECT", "0"));
+        ok(
+            &mut pc,
+            &args!("CONFIG", "SET", "repl-diskless-sync", diskless),
+        );
+        ok(
+            &mut pc,
+            &args!("CONFIG", "SET", "repl-diskless-sync-delay", "1"),
+        );
+        let stop = Arc::new(AtomicBool::new(false));
+        let writer = {
+            let mut c = p.con();
+            let stop = stop.clone();
+            let wspecs = specs();
+            thread::spawn(move || {
+                let mut rng = StdRng::seed_from_u64(11);
+                let mut tokens = BTreeMap::new();
+                let mut n = 0usize;
+                while !stop.load(Relaxed) {
+                    let op = random_op(&mut rng, &wspecs, &tokens);
+                    let v = ok(&mut c, &op);
+                    note_reply(&mut tokens, &op, &v);
+                    // And writes that are always admitted: some must land between the
+                    // fork and the end of the sync.
+                    let k = format!("w:{}", n % 50);
+                    ok(&mut c, &args!("RL.GCRA", k, 1_000_000, 1, 1000));
+                    n += 1;
+                }
+                n
+            })
+        };
+        let r = p.start_replica();
+        stop.store(true, Relaxed);
+        let written = writer.join().expect("writer thread");
+        eprintln!("{label}: {written} commands during the sync");
+        assert_eq!(effects(&mut pc).as_deref(), Some("yes"), "{label}");
+        let mut rc = r.con();
+        random_workload(&mut pc, &mut rng, &spec, &mut tokens, 4);
+        sync_replica(&mut pc, &mut rc);
+        let n = compare(
+            &format!("replica of a quiet primary ({label})"),
+            &mut pc,
+            &mut rc,
+        );
+        eprintln!("{label}: {n} keys identical");
+        assert_effects_only(label, &mut rc);
+    }
+}

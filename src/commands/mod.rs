@@ -12,12 +12,12 @@ pub mod throttle;
 use crate::algo::Decision;
 use crate::datatype::{self, Held, Slot};
 use crate::error::{Error, INTERNAL, WRONGTYPE};
-use crate::rm::{self, api, Ctx, Key, RStr};
+use crate::propagate;
+use crate::rm::{self, Ctx, Key, RStr};
 use crate::rule::{Extra, Outcome, Rule};
 use crate::state::{Algo, Encoded, State};
 use crate::stats::{self, Stat};
 use crate::{args::Opts, clock as mclock};
-use redis_module::raw;
 use std::ffi::c_int;
 use std::io::Write;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -34,7 +34,9 @@ pub fn dispatch(ctx: Ctx, argv: *mut RStr, argc: c_int, h: Handler, stat: Stat) 
         Ok(n) if !argv.is_null() => unsafe { std::slice::from_raw_parts(argv, n) },
         _ => &[],
     };
-    match catch_unwind(AssertUnwindSafe(|| h(ctx, args))) {
+    let res = catch_unwind(AssertUnwindSafe(|| h(ctx, args)));
+    propagate::finish(ctx);
+    match res {
         Ok(Ok(())) => rm::OK,
         Ok(Err(Error::Arity)) => {
             stats::error();
@@ -147,7 +149,7 @@ pub fn commit(
         // Equivalent to a fresh key: no state at all.
         if !matches!(datatype::slot(key), Slot::Empty) {
             key.delete();
-            api!(RedisModule_Replicate(ctx, c"DEL".as_ptr(), c"s".as_ptr(), name) else rm::ERR);
+            propagate::del(ctx, name);
         }
         return;
     }
@@ -162,13 +164,5 @@ pub fn commit(
     key.set_abs_expire(i64::try_from(at).unwrap_or(i64::MAX));
     rm::signal_modified(ctx, name);
     rm::notify(ctx, algo, name);
-    let payload = enc.with_expiry(at);
-    api!(RedisModule_Replicate(
-        ctx,
-        c"RL._APPLY".as_ptr(),
-        c"sb".as_ptr(),
-        name,
-        payload.as_ptr(),
-        payload.len()
-    ) else raw::REDISMODULE_ERR as c_int);
+    propagate::apply(ctx, name, enc.with_expiry(at));
 }
