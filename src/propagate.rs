@@ -35,7 +35,7 @@ static VALKEY: AtomicBool = AtomicBool::new(false);
 static PENDING: AtomicBool = AtomicBool::new(false);
 
 /// Whether the current command may skip propagation.
-fn quiet(ctx: Ctx) -> bool {
+pub fn quiet(ctx: Ctx) -> bool {
     !LISTENED.load(Relaxed) && crate::rm::context_flags(ctx) & raw::REDISMODULE_CTX_FLAGS_AOF == 0
 }
 
@@ -44,12 +44,13 @@ pub fn listened() -> bool {
     LISTENED.load(Relaxed)
 }
 
+/// Records a write whose propagation was skipped ([`quiet`]).
+pub fn skipped() {
+    PENDING.store(true, Relaxed);
+}
+
 /// Propagates a write of key `name`: its absolute expiry and encoded state.
 pub fn apply(ctx: Ctx, name: RStr, payload: &[u8]) {
-    if quiet(ctx) {
-        PENDING.store(true, Relaxed);
-        return;
-    }
     api!(RedisModule_Replicate(
         ctx,
         c"RL._APPLY".as_ptr(),

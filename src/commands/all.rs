@@ -11,7 +11,7 @@
 //! each rule's own reply (the standard five fields; six with `delay_ms` for QUEUE). When
 //! refused, each rule's reply says what it alone would have decided, and nothing is spent.
 
-use super::{commit, reply_outcome, state_of};
+use super::{commit, effect, reply_outcome, state_of};
 use crate::algo::{check_cost, gcra, window, ParamError};
 use crate::args::positive;
 use crate::clock;
@@ -174,10 +174,10 @@ pub fn all(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
             };
             let out = it.rule.hit(state, it.cost, now, true);
             if out.wrote {
-                let mut enc = state.encode();
+                let eff = effect(ctx, state);
                 let owned = held.map_or(fresh, Held::to_store);
                 if let Some(k) = keys.get(i) {
-                    commit(ctx, k, it.key, owned, &mut enc, out.decision.reset_after_ms);
+                    commit(ctx, k, it.key, owned, eff, out.decision.reset_after_ms);
                 }
             }
             if let Some(o) = outs.get_mut(i) {

@@ -1,6 +1,6 @@
 //! `RL.RELEASE key token` and `RL.RENEW key token lease_ms` (RL.ACQUIRE is in `rate`).
 
-use super::{commit, state_of};
+use super::{commit, effect, state_of};
 use crate::algo::lease::{self, Token};
 use crate::args::positive;
 use crate::clock;
@@ -27,8 +27,8 @@ fn with_leases(
                 _ => (false, 0),
             };
             if changed {
-                let mut enc = held.encode();
-                commit(ctx, &key, name, held.to_store(), &mut enc, ttl);
+                let eff = effect(ctx, &held);
+                commit(ctx, &key, name, held.to_store(), eff, ttl);
             }
             changed
         }

@@ -119,32 +119,33 @@ pub fn run(ctx: Ctx, name: RStr, rule: &Rule, opts: Opts) -> Result<Outcome, Err
     let out = rule.hit(state, opts.cost, now, !opts.dryrun);
     stats::decided(out.decision.allowed);
     if out.wrote {
-        let mut enc = state.encode();
+        let eff = effect(ctx, state);
         let owned = held.map_or(fresh, Held::to_store);
-        commit(
-            ctx,
-            &key,
-            name,
-            owned,
-            &mut enc,
-            out.decision.reset_after_ms,
-        );
+        commit(ctx, &key, name, owned, eff, out.decision.reset_after_ms);
     }
     Ok(out)
 }
 
+/// What a write propagates: the state's encoding, or nothing while nothing can receive it.
+pub struct Effect {
+    algo: Algo,
+    enc: Option<Encoded>,
+}
+
+/// The effect of writing `s` (encoded before the state is moved into its key).
+pub fn effect(ctx: Ctx, s: &State) -> Effect {
+    Effect {
+        algo: s.algo(),
+        enc: (!propagate::quiet(ctx)).then(|| s.encode()),
+    }
+}
+
 /// Finishes a write: stores `owned` (a new key's state, or one unpacked from the value
-/// word; a boxed one was updated in place), sets the TTL to `ttl_ms`, signals the change and replicates the effect (the
-/// encoded state `enc` and its absolute expiry), never the clock-dependent command.
-pub fn commit(
-    ctx: Ctx,
-    key: &Key,
-    name: RStr,
-    owned: Option<State>,
-    enc: &mut Encoded,
-    ttl_ms: u64,
-) {
-    let algo = enc.algo();
+/// word; a boxed one was updated in place), sets the TTL to `ttl_ms`, signals the change
+/// and propagates the effect `eff` (the encoded state and its absolute expiry), never the
+/// clock-dependent command.
+pub fn commit(ctx: Ctx, key: &Key, name: RStr, owned: Option<State>, eff: Effect, ttl_ms: u64) {
+    let algo = eff.algo;
     if ttl_ms == 0 {
         // Equivalent to a fresh key: no state at all.
         if !matches!(datatype::slot(key), Slot::Empty) {
@@ -164,5 +165,8 @@ pub fn commit(
     key.set_abs_expire(i64::try_from(at).unwrap_or(i64::MAX));
     rm::signal_modified(ctx, name);
     rm::notify(ctx, algo, name);
-    propagate::apply(ctx, name, enc.with_expiry(at));
+    match eff.enc {
+        Some(mut enc) => propagate::apply(ctx, name, enc.with_expiry(at)),
+        None => propagate::skipped(),
+    }
 }

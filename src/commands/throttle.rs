@@ -2,7 +2,7 @@
 //! with its replies, on this module's state. A key still holding redis-cell's string state
 //! (the TAT in ns) is adopted: it becomes a `gcra` state on the next admitted request.
 
-use super::{commit, state_of};
+use super::{commit, effect, state_of};
 use crate::algo::{cell, gcra, NS_PER_MS};
 use crate::args::positive;
 use crate::clock;
@@ -57,9 +57,9 @@ pub fn throttle(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
             params: gp,
             tat: gcra::Tat { ns, frac: 0 },
         });
-        let mut enc = next.encode();
+        let eff = effect(ctx, &next);
         let ttl_ms = u64::try_from(ttl_ns).unwrap_or(0).div_ceil(NS_PER_MS);
-        commit(ctx, &key, name, Some(next), &mut enc, ttl_ms);
+        commit(ctx, &key, name, Some(next), eff, ttl_ms);
     }
     crate::stats::decided(!reply.limited);
     rm::reply_array(ctx, 5);
