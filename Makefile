@@ -39,6 +39,7 @@ help:
 	@echo "make valkey-test  build, then the integration tests and redis-cli suite against Valkey 9 only"
 	@echo "make examples-test  build, then only the examples' suites (scripts/examples-test.sh)"
 	@echo "make bench      build, then the benchmark (bench/bench.py; QUICK=1 for a short run)"
+	@echo "make instructions  build, then instructions per call under callgrind (bench/instructions.sh)"
 	@echo "make fuzz       build, then libFuzzer on the pure layers + the command fuzzer (FUZZ_SECONDS=$(FUZZ_SECONDS) each)"
 	@echo "make fuzz-ci    the short libFuzzer run for CI (8 s per target)"
 	@echo "make valgrind   the module under valgrind in redis-server, driven by the tests; long churn run"
@@ -120,6 +121,12 @@ compare: build
 # rate command, CL.THROTTLE and the Lua scripts of bench/lua/ (admitted and refused path),
 # memory per caller on Redis 7.0 and Valkey 9. ~10 min; `make bench QUICK=1` takes ~3.
 # Writes bench/results/<date>-<server>.{txt,json} and bench/results/bench.png.
+# Instructions per call under callgrind, each command vs INCR and vs its Lua script: stable
+# on a noisy machine (~2 min). Writes bench/results/instructions.txt.
+.PHONY: instructions
+instructions: build
+	bash bench/instructions.sh
+
 .PHONY: bench
 bench: build
 	@echo "==> bench: python3 bench/bench.py$(if $(filter-out 0 no,$(QUICK)), --quick)"

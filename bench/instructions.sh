@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Instructions per call, counted by callgrind: the hot path's cost without the noise of a
+# shared machine's clock. For each case a fresh redis-server (Redis 7.0, no AOF, no replica)
+# runs under `valgrind --tool=callgrind --toggle-collect=call`, so only command execution
+# is counted (Redis's `call()`: the command, its reply, its propagation and stats), and
+# redis-benchmark sends it 20,000 calls on 1,000 keys (mostly existing keys, like a limited
+# caller's second and later requests), one client, pipelines of 16.
+#
+#   bash bench/instructions.sh                 # every case
+#   bash bench/instructions.sh gcra incr       # only the cases whose name contains a word
+#
+# Writes the table to stdout and to bench/results/instructions.txt.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+MODULE=${MODULE:-$PWD/target/release/libredis_ratelimit.so}
+OUT=bench/results/instructions.txt
+N=${N:-20000}
+KEYS=${KEYS:-1000}
+
+if ! command -v valgrind >/dev/null || ! command -v callgrind_annotate >/dev/null; then
+  echo "==> instructions: installing valgrind" >&2
+  if [ "$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi
+  $SUDO apt-get update -qq >/dev/null && $SUDO apt-get install -y -qq valgrind >/dev/null
+fi
+[ -f "$MODULE" ] || { echo "instructions: build the module first (make build)" >&2; exit 1; }
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+
+# name | command for redis-benchmark (Lua: "lua:<script> args...")
+CASES=(
+  "INCR|INCR b:__rand_int__"
+  "SET|SET b:__rand_int__ xxx"
+  "RL.GCRA|RL.GCRA b:__rand_int__ 1000000 1 1000"
+  "RL.TOKENBUCKET|RL.TOKENBUCKET b:__rand_int__ 1000000 1 1000"
+  "RL.SLIDING|RL.SLIDING b:__rand_int__ 1000000 60000"
+  "RL.FIXED|RL.FIXED b:__rand_int__ 1000000 60000"
+  "RL.QUEUE|RL.QUEUE b:__rand_int__ 1000000 1000"
+  "CL.THROTTLE|CL.THROTTLE b:__rand_int__ 1000000 1 1"
+  "RL.LOG|RL.LOG b:__rand_int__ 100 60000"
+  "RL.ACQUIRE|RL.ACQUIRE b:__rand_int__ 10 500"
+  "lua gcra|lua:gcra 1000000 1 1000"
+  "lua tokenbucket|lua:tokenbucket 1000000 1 1000"
+  "lua sliding|lua:sliding 1000000 60000"
+  "lua fixed|lua:fixed 1000000 60000"
+)
+
+measure() { # name, command...
+  local name=$1; shift
+  local cg="$tmp/cg.out"
+  rm -f "$cg"
+  valgrind --tool=callgrind --callgrind-out-file="$cg" --toggle-collect=call \
+    redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$tmp" \
+    --loadmodule "$MODULE" >"$tmp/server.log" 2>&1 &
+  local pid=$!
+  for _ in $(seq 1 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.2; done
+  local argv=("$@")
+  if [[ ${argv[0]} == lua:* ]]; then
+    local script=${argv[0]#lua:}
+    local sha
+    sha=$(redis-cli -p "$port" SCRIPT LOAD "$(cat "bench/lua/$script.lua")")
+    argv=(EVALSHA "$sha" 1 "b:__rand_int__" "${argv[@]:1}")
+  fi
+  redis-benchmark -p "$port" -c 1 -P 16 -n "$N" -r "$KEYS" -q "${argv[@]}" >/dev/null 2>&1
+  redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
+  wait "$pid" 2>/dev/null || true
+  # A script's SCRIPT LOAD is counted too: one call, negligible against N.
+  local total
+  total=$(callgrind_annotate "$cg" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1; exit}')
+  echo $(( total / N ))
+}
+
+filter=("$@")
+wanted() {
+  [ ${#filter[@]} -eq 0 ] && return 0
+  local w
+  for w in "${filter[@]}"; do [[ ${1,,} == *${w,,}* ]] && return 0; done
+  return 1
+}
+
+declare -A RESULT
+order=()
+for c in "${CASES[@]}"; do
+  name=${c%%|*}; cmd=${c#*|}
+  [ "$name" = INCR ] || wanted "$name" || continue
+  # shellcheck disable=SC2086
+  RESULT[$name]=$(measure "$name" $cmd)
+  order+=("$name")
+  echo "    $name: ${RESULT[$name]} instructions/call" >&2
+done
+
+incr=${RESULT[INCR]}
+{
+  echo "== instructions per call (callgrind, $(redis-server --version | awk '{print $3}'), $N calls on $KEYS keys, -P 16, no AOF, no replica)"
+  printf '%-16s %12s %8s %10s\n' case instr/call xINCR "lua/module"
+  for name in "${order[@]}"; do
+    v=${RESULT[$name]}
+    lua=""
+    key="lua $(echo "${name#RL.}" | tr 'A-Z' 'a-z')"
+    if [[ $name == RL.* && -n ${RESULT[$key]:-} ]]; then
+      lua=$(awk -v a="${RESULT[$key]}" -v b="$v" 'BEGIN {printf "%.1f", a / b}')
+    fi
+    printf '%-16s %12s %8s %10s\n' "$name" "$v" "$(awk -v a="$v" -v b="$incr" 'BEGIN {printf "%.2f", a / b}')" "$lua"
+  done
+} | tee "$OUT"
