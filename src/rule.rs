@@ -67,10 +67,10 @@ impl Rule {
                     _ => State::Sliding(w),
                 }
             }
-            Rule::Log(params) => State::Log(Box::new(LogState {
+            Rule::Log(params) => State::Log(LogState {
                 params,
                 log: log::Log::default(),
-            })),
+            }),
             Rule::Acquire(p) => State::Concurrency(Box::new(LeaseState {
                 limit: p.limit,
                 leases: lease::Leases::default(),

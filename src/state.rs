@@ -118,7 +118,8 @@ pub struct LeaseState {
     pub leases: lease::Leases,
 }
 
-/// The value stored under a key (48 bytes: the variable-size states live behind a box).
+/// The value stored under a key (48 bytes: the lease list lives behind a box; the log's
+/// entries are in one heap block of their own).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum State {
     Gcra(Bucket),
@@ -126,7 +127,7 @@ pub enum State {
     Queue(Bucket),
     Sliding(Window),
     Fixed(Window),
-    Log(Box<LogState>),
+    Log(LogState),
     Concurrency(Box<LeaseState>),
 }
 
@@ -291,12 +292,13 @@ impl State {
                 e
             }
             State::Log(l) => {
-                let n = l.log.entries.len();
+                let entries = l.log.entries();
+                let n = entries.len();
                 let mut e = Encoded::new(self.algo(), 3 + n);
                 for f in [l.params.limit, l.params.window_ms, n as u64] {
                     e.push(f);
                 }
-                for &t in &l.log.entries {
+                for t in entries.iter() {
                     e.push(t);
                 }
                 e
@@ -381,7 +383,7 @@ impl State {
                 let params = window::Params::new(r.u64()?, r.u64()?)
                     .map_err(|_| DecodeError("bad log parameters"))?;
                 let n = r.count(1)?;
-                let mut log = log::Log::default();
+                let mut entries = Vec::with_capacity(n as usize);
                 let mut prev = 0;
                 for _ in 0..n {
                     let t = r.u64()?;
@@ -389,9 +391,10 @@ impl State {
                         return Err(DecodeError("bad log entry"));
                     }
                     prev = t;
-                    log.entries.push_back(t);
+                    entries.push(t);
                 }
-                State::Log(Box::new(LogState { params, log }))
+                let log = log::Log::from_sorted(&entries).ok_or(DecodeError("bad log entry"))?;
+                State::Log(LogState { params, log })
             }
             7 => {
                 let limit = r.u64()?;
@@ -441,7 +444,7 @@ impl State {
     pub fn mem_usage(&self) -> usize {
         std::mem::size_of::<State>()
             + match self {
-                State::Log(l) => std::mem::size_of::<LogState>() + l.log.entries.capacity() * 8,
+                State::Log(l) => l.log.entries().heap_bytes(),
                 State::Concurrency(c) => {
                     std::mem::size_of::<LeaseState>()
                         + c.leases.leases.capacity() * std::mem::size_of::<lease::Lease>()
@@ -475,12 +478,12 @@ mod tests {
                 cur: 9,
             },
         };
-        let mut log = log::Log::default();
-        log.entries.extend([
+        let log = log::Log::from_sorted(&[
             1_700_000_040_000_000,
             1_700_000_040_000_000,
             1_700_000_041_000_000,
-        ]);
+        ])
+        .unwrap();
         let leases = lease::Leases {
             last: lease::Token {
                 ms: 1_700_000_040_001,
@@ -502,10 +505,10 @@ mod tests {
             State::Queue(bucket()),
             State::Sliding(w),
             State::Fixed(w),
-            State::Log(Box::new(LogState {
+            State::Log(LogState {
                 params: w.params,
                 log,
-            })),
+            }),
             State::Concurrency(Box::new(LeaseState { limit: 3, leases })),
         ]
     }
@@ -523,6 +526,28 @@ mod tests {
     fn round_trip_every_algorithm() {
         for s in samples() {
             assert_eq!(State::decode(s.encode().as_slice()), Ok(s));
+        }
+    }
+
+    #[test]
+    fn log_encodes_absolute_timestamps_however_stored() {
+        let params = window::Params::new(10, 3 * 3_600_000).unwrap();
+        let t0 = 1_700_000_040_000_000u64;
+        // Narrow (32-bit offsets), and wide (spanning more than u32::MAX µs).
+        for entries in [
+            vec![t0, t0, t0 + 4_000_000_000],
+            vec![t0, t0 + 5_000_000_000, t0 + 9_000_000_000],
+        ] {
+            let s = State::Log(LogState {
+                params,
+                log: log::Log::from_sorted(&entries).unwrap(),
+            });
+            let mut want = vec![ENCODING_VERSION, 5];
+            for f in [10, 3 * 3_600_000, 3].into_iter().chain(entries) {
+                want.extend_from_slice(&u64::to_le_bytes(f));
+            }
+            assert_eq!(s.encode().as_slice(), want);
+            assert_eq!(State::decode(&want), Ok(s));
         }
     }
 

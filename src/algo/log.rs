@@ -4,16 +4,18 @@
 //! `(now - W, now]` plus `c` is at most `limit`. An entry at `e` is inside the window at `t`
 //! iff `t < e + W`, so it leaves at exactly `e + W`. Entries stamped after `now` (the clock
 //! went back) are read as stamped `now`: the most restrictive state possible now.
-//! Memory: 8 bytes per unit admitted in the window, so at most `8 * limit` bytes.
+//! Memory: 4 bytes per unit admitted in the window while the entries span at most about
+//! 71 min, else 8 ([`Stamps`]); the room doubles as it fills, so at most about `8 * limit`
+//! bytes (`16 * limit` for entries spanning more).
 
+use super::stamps::Stamps;
 use super::window::Params;
 use super::{div_ceil, sat_u64, Decision, US_PER_MS};
-use std::collections::VecDeque;
 
 /// The log: admission timestamps in µs, ascending.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Log {
-    pub entries: VecDeque<u64>,
+    entries: Stamps,
 }
 
 fn ms_until(at_us: u64, now_us: u64) -> u64 {
@@ -24,23 +26,21 @@ fn ms_until(at_us: u64, now_us: u64) -> u64 {
 }
 
 impl Log {
+    /// A log holding `entries` (µs, which must be ascending); None if they are not, or the
+    /// room for them cannot be allocated.
+    pub fn from_sorted(entries: &[u64]) -> Option<Log> {
+        Stamps::from_sorted(entries).map(|entries| Log { entries })
+    }
+
+    /// The timestamps, oldest first.
+    pub fn entries(&self) -> &Stamps {
+        &self.entries
+    }
+
     /// Index of the first entry still inside the window at `now_us`.
     fn first_live(&self, w_us: u64, now_us: u64) -> usize {
         self.entries
-            .partition_point(|&e| e.saturating_add(w_us) <= now_us)
-    }
-
-    /// Stamps entries from the future (a clock that ran ahead) `now`; true if any was.
-    fn clamp(&mut self, now_us: u64) -> bool {
-        let mut changed = false;
-        for e in self.entries.iter_mut().rev() {
-            if *e <= now_us {
-                break;
-            }
-            *e = now_us;
-            changed = true;
-        }
-        changed
+            .partition_point(|e| e.saturating_add(w_us) <= now_us)
     }
 
     /// Decides a request of `cost` (validated `1..=limit`); when admitted and `commit`,
@@ -50,17 +50,14 @@ impl Log {
         let w = p.window_ms * US_PER_MS;
         let first = self.first_live(w, now_us);
         let live = (self.entries.len() - first) as u64;
-        let newest = self.entries.back().map(|&e| e.min(now_us));
+        let newest = self.entries.back().map(|e| e.min(now_us));
         if live.saturating_add(cost) <= p.limit {
             if commit {
-                self.entries.drain(..first);
-                self.clamp(now_us);
-                if self.entries.is_empty() {
-                    // A key's first entries: no room for growth it may never need.
-                    self.entries.reserve_exact(cost as usize);
-                }
+                self.entries.drain_front(first);
+                // Clamps entries from the future (a clock that ran ahead) to `now` first.
+                // Only a failed allocation leaves the entries unrecorded.
                 self.entries
-                    .extend(std::iter::repeat_n(now_us, cost as usize));
+                    .push(now_us, usize::try_from(cost).unwrap_or(usize::MAX));
             }
             let d = Decision {
                 allowed: true,
@@ -76,7 +73,7 @@ impl Log {
         let leaves = self
             .entries
             .get(first + k - 1)
-            .map_or(now_us, |&e| e.min(now_us) + w);
+            .map_or(now_us, |e| e.min(now_us) + w);
         let d = Decision {
             allowed: false,
             limit: p.limit,
@@ -88,7 +85,7 @@ impl Log {
                 0
             },
         };
-        (d, commit && self.clamp(now_us))
+        (d, commit && self.entries.clamp(now_us))
     }
 }
 
@@ -96,6 +93,7 @@ impl Log {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use std::collections::VecDeque;
 
     const T0: u64 = 1_700_000_040_000_000;
 
@@ -116,7 +114,7 @@ mod tests {
         assert_eq!((d.retry_after_ms, d.reset_after_ms), (59_000, 59_000));
         assert!(!log.hit(&p, 1, T0 + 119_499_000, true).0.allowed);
         assert_eq!(log.hit(&p, 100, T0 + 119_500_000, true).0.remaining, 0);
-        assert_eq!(log.entries.len(), 100);
+        assert_eq!(log.entries().len(), 100);
     }
 
     #[test]
@@ -133,7 +131,136 @@ mod tests {
         );
     }
 
+    /// The log as it was stored before [`Stamps`]: a plain deque of `u64`, with the same
+    /// `hit`. The compact log must decide, and hold, exactly what this one does.
+    #[derive(Default)]
+    struct Reference {
+        entries: VecDeque<u64>,
+    }
+
+    impl Reference {
+        fn hit(&mut self, p: &Params, cost: u64, now_us: u64, commit: bool) -> (Decision, bool) {
+            let w = p.window_ms * US_PER_MS;
+            let first = self
+                .entries
+                .partition_point(|&e| e.saturating_add(w) <= now_us);
+            let live = (self.entries.len() - first) as u64;
+            let newest = self.entries.back().map(|&e| e.min(now_us));
+            if live + cost <= p.limit {
+                if commit {
+                    self.entries.drain(..first);
+                    self.clamp(now_us);
+                    self.entries
+                        .extend(std::iter::repeat_n(now_us, cost as usize));
+                }
+                let d = Decision {
+                    allowed: true,
+                    limit: p.limit,
+                    remaining: p.limit - live - cost,
+                    retry_after_ms: 0,
+                    reset_after_ms: ms_until(now_us + w, now_us),
+                };
+                return (d, commit);
+            }
+            let k = (live + cost - p.limit) as usize;
+            let leaves = self
+                .entries
+                .get(first + k - 1)
+                .map_or(now_us, |&e| e.min(now_us) + w);
+            let d = Decision {
+                allowed: false,
+                limit: p.limit,
+                remaining: p.limit.saturating_sub(live),
+                retry_after_ms: ms_until(leaves, now_us).max(1),
+                reset_after_ms: if live > 0 {
+                    newest.map_or(0, |n| ms_until(n + w, now_us))
+                } else {
+                    0
+                },
+            };
+            (d, commit && self.clamp(now_us))
+        }
+
+        fn clamp(&mut self, now_us: u64) -> bool {
+            let mut changed = false;
+            for e in self.entries.iter_mut().rev() {
+                if *e <= now_us {
+                    break;
+                }
+                *e = now_us;
+                changed = true;
+            }
+            changed
+        }
+    }
+
+    #[test]
+    fn entries_spanning_more_than_an_offset_are_kept_exactly() {
+        // A 3 h window: entries 2 h apart do not fit 32-bit offsets from one base.
+        let p = Params::new(5, 3 * 3_600_000).unwrap();
+        let mut log = Log::default();
+        assert!(log.hit(&p, 2, T0, true).0.allowed);
+        assert!(log.hit(&p, 2, T0 + 7_200_000_000, true).0.allowed);
+        let d = log.hit(&p, 2, T0 + 7_200_000_001, true).0;
+        // The first two leave at T0 + 3 h.
+        assert_eq!((d.allowed, d.retry_after_ms), (false, 3_600_000));
+        assert_eq!(
+            log.entries().iter().collect::<Vec<_>>(),
+            [T0, T0, T0 + 7_200_000_000, T0 + 7_200_000_000]
+        );
+        let d = log.hit(&p, 2, T0 + 10_800_000_000, true).0;
+        assert_eq!((d.allowed, d.remaining), (true, 1));
+        assert_eq!(
+            log.entries().iter().collect::<Vec<_>>(),
+            [
+                T0 + 7_200_000_000,
+                T0 + 7_200_000_000,
+                T0 + 10_800_000_000,
+                T0 + 10_800_000_000
+            ]
+        );
+    }
+
     proptest! {
+        /// The compact log and the plain deque decide every call the same, report the same
+        /// change and hold the same entries: any window (up to the longest), clocks that jump
+        /// forward by more than 2^32 µs and back, dry runs.
+        #[test]
+        fn same_as_a_plain_deque(
+            limit in prop_oneof![1u64..8, 1u64..300],
+            window_ms in prop_oneof![
+                1u64..3_000,
+                Just(3_600_000u64),
+                4_000_000u64..4_600_000,
+                Just(6_000_000u64),
+                Just(1_000_000_000u64),
+                Just(1_000_000_000_000u64),
+            ],
+            steps in prop::collection::vec((
+                prop_oneof![
+                    0i64..2_000,
+                    0i64..5_000_000_000,
+                    4_294_967_000i64..4_294_968_000,
+                    0i64..20_000_000_000,
+                    -8_000_000_000i64..0,
+                ],
+                1u64..40,
+                prop::bool::weighted(0.9),
+            ), 1..150),
+        ) {
+            let p = Params::new(limit, window_ms).unwrap();
+            let mut log = Log::default();
+            let mut reference = Reference::default();
+            let mut now = T0 as i64;
+            for (dt, cost, commit) in steps {
+                now += dt;
+                let cost = cost.min(limit);
+                let got = log.hit(&p, cost, now as u64, commit);
+                prop_assert_eq!(got, reference.hit(&p, cost, now as u64, commit));
+                prop_assert!(log.entries().iter().eq(reference.entries.iter().copied()));
+            }
+        }
+
         /// With a clock that only moves forward, the cost admitted in every trailing window
         /// never exceeds the limit; with any clock, retry_after_ms is exact.
         #[test]

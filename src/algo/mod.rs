@@ -11,6 +11,7 @@ pub mod cell;
 pub mod gcra;
 pub mod lease;
 pub mod log;
+pub mod stamps;
 pub mod window;
 
 /// Microseconds per millisecond.

@@ -78,15 +78,9 @@ pub fn info(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
             algo,
             ("limit", Val::Int(l.params.limit)),
             ("window_ms", Val::Int(l.params.window_ms)),
-            ("entries", Val::Int(l.log.entries.len() as u64)),
-            (
-                "oldest_us",
-                Val::Int(l.log.entries.front().copied().unwrap_or(0)),
-            ),
-            (
-                "newest_us",
-                Val::Int(l.log.entries.back().copied().unwrap_or(0)),
-            ),
+            ("entries", Val::Int(l.log.entries().len() as u64)),
+            ("oldest_us", Val::Int(l.log.entries().front().unwrap_or(0))),
+            ("newest_us", Val::Int(l.log.entries().back().unwrap_or(0))),
             ttl,
         ],
         State::Concurrency(c) => vec![
