@@ -2,26 +2,34 @@
 //! DEBUG DIGEST, MEMORY USAGE, COPY and freeing.
 //!
 //! A key's value is either a `Box<State>` pointer (aligned: low bit 0) or, for the GCRA family
-//! (gcra, tokenbucket, queue), the state itself packed into the pointer-sized word with the
-//! low bit set, so such a key allocates nothing beyond what any Redis key costs:
+//! (gcra, tokenbucket, queue) and the window counters (sliding, fixed), the state itself
+//! packed into the pointer-sized word with the low bit set, so such a key allocates nothing
+//! beyond what any Redis key costs:
 //!
 //! ```text
-//! bit 0: 1 (inline) | bits 1-2: algorithm | bits 3-9: rule index | bits 10-63: TAT in µs
+//! bit 0: 1 (inline) | bits 1-3: algorithm | bits 4-10: rule index | bits 11-63: payload
+//! algorithm: 0 gcra, 1 tokenbucket, 2 queue, 3 sliding, 4 fixed (5-7 unused)
+//! payload, GCRA family: the TAT in µs (< 2^53)
+//! payload, windows (high to low): start_ms / window_ms in 53 - 2b bits | prev in b bits |
+//!          cur in b bits, where b is the bit width of the rule's limit (7 for 100)
 //! ```
 //!
-//! The rule's numbers live in a small table of interned rules (at most 128, in memory only;
-//! RDB, AOF and replication always carry the full encoding). A state is packed only when its
-//! TAT is a whole number of µs and its rule has a slot; otherwise it is boxed.
+//! The rule's numbers live in two small tables of interned rules (GCRA-family and window
+//! rules, at most 128 each, in memory only; RDB, AOF and replication always carry the full
+//! encoding, and every callback unpacks). A state is packed only when that is exact: a TAT
+//! that is a whole number of µs below 2^53; a window start on a window boundary, counts
+//! that fit in b bits and a window index that fits in what they leave (at most 2b <= 52);
+//! and a rule with a slot in its table. Anything else is boxed and behaves the same.
 
-use crate::algo::gcra;
+use crate::algo::{gcra, window};
 use crate::rm::{api, Key};
-use crate::state::{Bucket, State, ENCODING_VERSION};
+use crate::state::{Bucket, State, Window, ENCODING_VERSION};
 use redis_module::native_types::RedisType;
 use redis_module::raw;
 use std::borrow::Cow;
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicPtr, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 pub static RL_TYPE: RedisType = RedisType::new(
     "ratelimit",
@@ -63,55 +71,209 @@ pub fn type_ptr() -> *mut raw::RedisModuleType {
     TYPE_PTR.load(Ordering::Relaxed)
 }
 
-/// Interned GCRA-family rules, indexed by the packed word's rule index.
-static RULES: Mutex<Vec<gcra::Params>> = Mutex::new(Vec::new());
+/// Most rules each interned table holds (the packed word's rule index has 7 bits).
 const MAX_RULES: usize = 128;
 
-fn intern(p: &gcra::Params) -> Option<usize> {
-    let mut t = RULES.lock().ok()?;
-    if let Some(i) = t.iter().position(|q| q == p) {
-        return Some(i);
+/// An append-only table of interned rules, read on every command: reads are lock-free (a
+/// slot, once filled, never changes), and only inserting a new rule takes the mutex.
+struct Rules<P> {
+    slots: [OnceLock<P>; MAX_RULES],
+    /// Filled slots: every slot below `len` is set (stored after the slot, with Release).
+    len: AtomicUsize,
+    /// The index last interned or found, checked first (most stores repeat the last rule).
+    last: AtomicUsize,
+    insert: Mutex<()>,
+}
+
+impl<P: Copy + PartialEq> Rules<P> {
+    const fn new() -> Self {
+        Rules {
+            slots: [const { OnceLock::new() }; MAX_RULES],
+            len: AtomicUsize::new(0),
+            last: AtomicUsize::new(0),
+            insert: Mutex::new(()),
+        }
     }
-    if t.len() >= MAX_RULES {
+
+    /// The rule at index `i`, if that slot is filled.
+    fn get(&self, i: usize) -> Option<P> {
+        self.slots.get(i)?.get().copied()
+    }
+
+    /// The index of `p` among the first `n` slots, from `from` on.
+    fn find(&self, p: &P, from: usize, n: usize) -> Option<usize> {
+        let slots = self.slots.get(from..n.min(MAX_RULES))?;
+        let i = slots.iter().position(|q| q.get() == Some(p))?;
+        from.checked_add(i)
+    }
+
+    /// The index of `p`, adding it if new; None when the table is full (or poisoned).
+    fn intern(&self, p: &P) -> Option<usize> {
+        let last = self.last.load(Ordering::Relaxed);
+        if self.get(last).as_ref() == Some(p) {
+            return Some(last);
+        }
+        let n = self.len.load(Ordering::Acquire);
+        let i = match self.find(p, 0, n) {
+            Some(i) => i,
+            None => {
+                if n >= MAX_RULES {
+                    return None;
+                }
+                let _guard = self.insert.lock().ok()?;
+                // Another thread may have added rules (maybe this one) since `n` was read.
+                let now = self.len.load(Ordering::Acquire);
+                match self.find(p, n, now) {
+                    Some(i) => i,
+                    None => {
+                        self.slots.get(now)?.set(*p).ok()?;
+                        self.len.store(now.checked_add(1)?, Ordering::Release);
+                        now
+                    }
+                }
+            }
+        };
+        self.last.store(i, Ordering::Relaxed);
+        Some(i)
+    }
+}
+
+/// Interned GCRA-family rules (gcra, tokenbucket, queue).
+static BUCKET_RULES: Rules<gcra::Params> = Rules::new();
+/// Interned window-counter rules (sliding, fixed).
+static WINDOW_RULES: Rules<window::Params> = Rules::new();
+
+/// Bits of the packed word: the algorithm tag at bit 1, the rule index, the payload.
+const TAG_SHIFT: u32 = 1;
+const TAG_MASK: u64 = 0b111;
+const RULE_SHIFT: u32 = 4;
+const PAYLOAD_SHIFT: u32 = 11;
+const PAYLOAD_BITS: u32 = 64 - PAYLOAD_SHIFT;
+
+const TAG_GCRA: u64 = 0;
+const TAG_TOKENBUCKET: u64 = 1;
+const TAG_QUEUE: u64 = 2;
+const TAG_SLIDING: u64 = 3;
+const TAG_FIXED: u64 = 4;
+
+/// `v` fits in `bits` bits.
+fn fits(v: u64, bits: u32) -> bool {
+    v.checked_shr(bits).is_none_or(|high| high == 0)
+}
+
+/// The low `bits` bits of `v` (all of it for `bits >= 64`).
+fn low(v: u64, bits: u32) -> u64 {
+    v & 1u64
+        .checked_shl(bits)
+        .map_or(u64::MAX, |b| b.wrapping_sub(1))
+}
+
+/// Bits per count for a window rule: the bit width of its limit.
+fn count_bits(p: &window::Params) -> u32 {
+    u64::BITS - p.limit.leading_zeros()
+}
+
+/// GCRA payload: the TAT in µs, if it is a whole number of them below 2^53.
+fn bucket_payload(b: &Bucket) -> Option<u64> {
+    if b.tat.frac != 0 || !b.tat.ns.is_multiple_of(1000) {
         return None;
     }
-    t.push(*p);
-    Some(t.len() - 1)
+    let us = b.tat.ns / 1000;
+    fits(us, PAYLOAD_BITS).then_some(us)
 }
 
-fn rule(i: usize) -> Option<gcra::Params> {
-    RULES.lock().ok()?.get(i).copied()
+/// Window payload, high to low: the window index (`start_ms / window_ms`) in the
+/// `53 - 2b` bits left, `prev` in b bits, `cur` in b bits, b = [`count_bits`]. None if the
+/// start is not on a window boundary or anything does not fit.
+fn window_payload(w: &Window) -> Option<u64> {
+    let (p, c) = (&w.params, &w.counters);
+    let b = count_bits(p);
+    let index_bits = PAYLOAD_BITS.checked_sub(b.checked_mul(2)?)?;
+    if c.start_ms.checked_rem(p.window_ms)? != 0 {
+        return None;
+    }
+    let index = c.start_ms.checked_div(p.window_ms)?;
+    if !(fits(c.prev, b) && fits(c.cur, b) && fits(index, index_bits)) {
+        return None;
+    }
+    let counts = c.prev.checked_shl(b)? | c.cur;
+    Some(index.checked_shl(b.checked_mul(2)?)? | counts)
 }
 
-/// The packed word for `s`, if it can be packed.
+/// The packed word for `s`, if it can be packed exactly.
 fn pack(s: &State) -> Option<usize> {
-    let (tag, b) = match s {
-        State::Gcra(b) => (0usize, b),
-        State::TokenBucket(b) => (1, b),
-        State::Queue(b) => (2, b),
-        _ => return None,
-    };
-    if usize::BITS < 64 || b.tat.frac != 0 || b.tat.ns % 1000 != 0 {
+    if usize::BITS < 64 {
         return None;
     }
-    let us = usize::try_from(b.tat.ns / 1000)
-        .ok()
-        .filter(|&us| us < 1 << 54)?;
-    let idx = intern(&b.params)?;
-    Some((us << 10) | (idx << 3) | (tag << 1) | 1)
+    let (tag, payload, rule) = match s {
+        State::Gcra(b) | State::TokenBucket(b) | State::Queue(b) => {
+            let tag = match s {
+                State::Gcra(_) => TAG_GCRA,
+                State::TokenBucket(_) => TAG_TOKENBUCKET,
+                _ => TAG_QUEUE,
+            };
+            // Payload first: a state that cannot be packed does not take a rule slot.
+            let payload = bucket_payload(b)?;
+            (tag, payload, BUCKET_RULES.intern(&b.params)?)
+        }
+        State::Sliding(w) | State::Fixed(w) => {
+            let tag = match s {
+                State::Sliding(_) => TAG_SLIDING,
+                _ => TAG_FIXED,
+            };
+            let payload = window_payload(w)?;
+            (tag, payload, WINDOW_RULES.intern(&w.params)?)
+        }
+        State::Log(_) | State::Concurrency(_) => return None,
+    };
+    let rule = u64::try_from(rule).ok().filter(|&r| fits(r, 7))?;
+    let word = payload.checked_shl(PAYLOAD_SHIFT)?
+        | rule.checked_shl(RULE_SHIFT)?
+        | tag.checked_shl(TAG_SHIFT)?
+        | 1;
+    usize::try_from(word).ok()
 }
 
+/// The state a packed word stands for (None for a word no `pack` could have produced).
 fn unpack(w: usize) -> Option<State> {
-    let params = rule((w >> 3) & (MAX_RULES - 1))?;
-    let tat = gcra::Tat {
-        ns: u64::try_from(w >> 10).ok()?.checked_mul(1000)?,
-        frac: 0,
-    };
-    let b = Bucket { params, tat };
-    match (w >> 1) & 3 {
-        0 => Some(State::Gcra(b)),
-        1 => Some(State::TokenBucket(b)),
-        2 => Some(State::Queue(b)),
+    let w = u64::try_from(w).ok()?;
+    let rule = usize::try_from(low(w >> RULE_SHIFT, 7)).ok()?;
+    let payload = w >> PAYLOAD_SHIFT;
+    let tag = (w >> TAG_SHIFT) & TAG_MASK;
+    match tag {
+        TAG_GCRA | TAG_TOKENBUCKET | TAG_QUEUE => {
+            let b = Bucket {
+                params: BUCKET_RULES.get(rule)?,
+                tat: gcra::Tat {
+                    ns: payload.checked_mul(1000)?,
+                    frac: 0,
+                },
+            };
+            Some(match tag {
+                TAG_GCRA => State::Gcra(b),
+                TAG_TOKENBUCKET => State::TokenBucket(b),
+                _ => State::Queue(b),
+            })
+        }
+        TAG_SLIDING | TAG_FIXED => {
+            let params = WINDOW_RULES.get(rule)?;
+            let b = count_bits(&params);
+            let b2 = b.checked_mul(2)?;
+            if b2 > PAYLOAD_BITS {
+                return None;
+            }
+            let counters = window::Counters {
+                start_ms: payload.checked_shr(b2)?.checked_mul(params.window_ms)?,
+                prev: low(payload.checked_shr(b)?, b),
+                cur: low(payload, b),
+            };
+            let w = Window { params, counters };
+            Some(if tag == TAG_SLIDING {
+                State::Sliding(w)
+            } else {
+                State::Fixed(w)
+            })
+        }
         _ => None,
     }
 }
@@ -325,6 +487,7 @@ unsafe extern "C" fn copy(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn bucket(ns: u64, frac: u64) -> Bucket {
         Bucket {
@@ -333,29 +496,224 @@ mod tests {
         }
     }
 
+    fn win(limit: u64, window_ms: u64, start_ms: u64, prev: u64, cur: u64) -> Window {
+        Window {
+            params: window::Params::new(limit, window_ms).unwrap(),
+            counters: window::Counters {
+                start_ms,
+                prev,
+                cur,
+            },
+        }
+    }
+
+    /// Packs `s`, checks the word and that it unpacks to `s`; the word.
+    fn roundtrip(s: &State) -> usize {
+        let w = pack(s).unwrap_or_else(|| panic!("{s:?} packs"));
+        assert_eq!(w & 1, 1);
+        assert_eq!(unpack(w).as_ref(), Some(s));
+        w
+    }
+
     #[test]
     fn gcra_family_packs_into_the_value_word() {
         for s in [
             State::Gcra(bucket(1_700_000_040_250_000_000, 0)),
             State::TokenBucket(bucket(1_700_000_040_250_000_000, 0)),
             State::Queue(bucket(0, 0)),
+            // The largest TAT that fits: 2^53 - 1 µs.
+            State::Gcra(bucket(((1 << 53) - 1) * 1000, 0)),
         ] {
-            let w = pack(&s).expect("packs");
-            assert_eq!(w & 1, 1);
-            assert_eq!(unpack(w), Some(s));
+            roundtrip(&s);
         }
-        // Not a whole µs, or a fraction of a ns: boxed.
-        assert_eq!(
-            pack(&State::Gcra(bucket(1_700_000_040_250_000_001, 0))),
-            None
-        );
-        assert_eq!(
-            pack(&State::Gcra(bucket(1_700_000_040_250_000_000, 1))),
-            None
-        );
+        // Not a whole µs, a fraction of a ns, or 2^53 µs: boxed.
+        for (ns, frac) in [
+            (1_700_000_040_250_000_001, 0),
+            (1_700_000_040_250_000_000, 1),
+            ((1 << 53) * 1000, 0),
+        ] {
+            assert_eq!(pack(&State::Gcra(bucket(ns, frac))), None);
+        }
         // Boxed pointers are aligned: never taken for packed words.
         let v = value_of(State::Gcra(bucket(1, 0)));
         assert!(!is_packed(v));
         release(v);
+    }
+
+    #[test]
+    fn windows_pack_into_the_value_word() {
+        // 100 per hour, an hour-aligned start: 7-bit counts, 39 bits of window index.
+        let hour = 3_600_000;
+        let start = 1_796_011_200_000;
+        for (prev, cur) in [(0, 0), (0, 1), (37, 100), (100, 100), (127, 127)] {
+            let w = win(100, hour, start, prev, cur);
+            let a = roundtrip(&State::Sliding(w));
+            let b = roundtrip(&State::Fixed(w));
+            assert_ne!(a, b, "the algorithm is in the word");
+        }
+        // A fresh state (start 0) and a one-ms window.
+        roundtrip(&State::Sliding(win(5, 1000, 0, 0, 0)));
+        roundtrip(&State::Fixed(win(1, 1, 1_796_011_200_123, 0, 1)));
+        let v = value_of(State::Sliding(win(100, hour, start, 1, 2)));
+        assert!(is_packed(v));
+        release(v);
+    }
+
+    #[test]
+    fn windows_that_do_not_fit_stay_boxed() {
+        let hour = 3_600_000;
+        let start = 1_796_011_200_000;
+        // Counts above the limit's bit width (100 < 128: 7 bits).
+        assert_eq!(pack(&State::Sliding(win(100, hour, start, 128, 0))), None);
+        assert_eq!(pack(&State::Fixed(win(100, hour, start, 0, 128))), None);
+        // A limit of exactly 2^k uses k + 1 bits: 2^(k+1) - 1 fits, 2^(k+1) does not.
+        roundtrip(&State::Sliding(win(64, hour, start, 127, 127)));
+        assert_eq!(pack(&State::Sliding(win(64, hour, start, 128, 0))), None);
+        // A start that is not on a window boundary.
+        assert_eq!(pack(&State::Sliding(win(100, hour, start + 1, 1, 1))), None);
+        // Window index too large for what the counts leave: limit 2^20 - 1 (20-bit counts)
+        // leaves 13 bits, index < 8192.
+        let limit = (1 << 20) - 1;
+        roundtrip(&State::Fixed(win(limit, 1000, 8191 * 1000, limit, limit)));
+        assert_eq!(
+            pack(&State::Fixed(win(limit, 1000, 8192 * 1000, 0, 1))),
+            None
+        );
+        // Counts too wide for the payload at all: 27-bit counts take 54 bits > 53.
+        assert_eq!(pack(&State::Fixed(win(1 << 26, hour, 0, 0, 0))), None);
+        // 26-bit counts leave 1 bit of window index: 0 and 1 fit, 2 does not.
+        roundtrip(&State::Fixed(win((1 << 26) - 1, hour, hour, 1, 2)));
+        assert_eq!(
+            pack(&State::Fixed(win((1 << 26) - 1, hour, 2 * hour, 1, 2))),
+            None
+        );
+        let v = value_of(State::Sliding(win(100, hour, start + 1, 1, 1)));
+        assert!(!is_packed(v));
+        release(v);
+    }
+
+    #[test]
+    fn words_no_pack_produces_unpack_to_nothing() {
+        // Tags 5-7 are unused; rule slots that were never filled are unknown.
+        for tag in 5..8usize {
+            assert_eq!(unpack((tag << 1) | 1), None);
+        }
+        assert_eq!(unpack((127 << 4) | (3 << 1) | 1), None);
+        assert_eq!(unpack((127 << 4) | 1), None);
+    }
+
+    #[test]
+    fn rule_table_interns_up_to_its_size() {
+        let t: Rules<window::Params> = Rules::new();
+        let p = |i: u64| window::Params::new(i + 1, 1000).unwrap();
+        for i in 0..MAX_RULES as u64 {
+            assert_eq!(t.intern(&p(i)), Some(i as usize));
+            assert_eq!(t.intern(&p(i)), Some(i as usize), "the last one again");
+        }
+        // Full: a new rule gets no slot, known ones still do (first, last, any).
+        assert_eq!(t.intern(&p(MAX_RULES as u64)), None);
+        for i in [0, 127, 64, 0] {
+            assert_eq!(t.intern(&p(i)), Some(i as usize));
+            assert_eq!(t.get(i as usize), Some(p(i)));
+        }
+        assert_eq!(t.get(MAX_RULES), None);
+        assert_eq!(t.len.load(Ordering::Relaxed), MAX_RULES);
+    }
+
+    #[test]
+    fn rule_table_is_consistent_across_threads() {
+        static T: Rules<window::Params> = Rules::new();
+        let p = |i: u64| window::Params::new(i % 40 + 1, 60_000).unwrap();
+        let got: Vec<Vec<usize>> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..4u64)
+                .map(|k| {
+                    s.spawn(move || (0..200).map(|i| T.intern(&p(i * 7 + k)).unwrap()).collect())
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(T.len.load(Ordering::Relaxed), 40);
+        for (k, idx) in got.iter().enumerate() {
+            for (i, &at) in idx.iter().enumerate() {
+                assert_eq!(T.get(at), Some(p(i as u64 * 7 + k as u64)));
+            }
+        }
+    }
+
+    fn any_state() -> impl Strategy<Value = State> {
+        // Few distinct rules, so the process-wide tables never fill up: the tests here intern
+        // at most 30 + 52 + 6 window rules (< MAX_RULES, slot 127 stays empty).
+        let limits = prop::sample::select(vec![
+            1u64,
+            2,
+            3,
+            100,
+            127,
+            128,
+            65_535,
+            (1 << 26) - 1,
+            1 << 26,
+            u64::MAX,
+        ]);
+        let windows = prop::sample::select(vec![1u64, 7, 3_600_000]);
+        let count = prop_oneof![0u64..200, any::<u64>(), (0u32..64).prop_map(|b| 1u64 << b)];
+        let index = prop_oneof![0u64..1 << 20, 0u64..1 << 45];
+        let window = (limits, windows, index, any::<bool>(), count.clone(), count).prop_map(
+            |(limit, window_ms, index, aligned, prev, cur)| {
+                let start_ms = (index.saturating_mul(window_ms))
+                    .saturating_add(u64::from(!aligned && window_ms > 1));
+                win(limit, window_ms, start_ms, prev, cur)
+            },
+        );
+        let rules = prop::sample::select(vec![
+            (10u64, 1u64, 3_600_000u64),
+            (10, 4, 1000),
+            (3, 3, 1000),
+        ]);
+        let tat = prop_oneof![any::<u64>(), (0u64..1 << 53).prop_map(|us| us * 1000)];
+        let bucket = (rules, tat, prop_oneof![Just(0u64), 0u64..3]).prop_map(
+            |((burst, count, period_ms), ns, frac)| Bucket {
+                params: gcra::Params::new(burst, count, period_ms, gcra::GCRA_NAMES).unwrap(),
+                tat: gcra::Tat { ns, frac },
+            },
+        );
+        prop_oneof![
+            window.clone().prop_map(State::Sliding),
+            window.prop_map(State::Fixed),
+            bucket.clone().prop_map(State::Gcra),
+            bucket.clone().prop_map(State::TokenBucket),
+            bucket.prop_map(State::Queue),
+        ]
+    }
+
+    proptest! {
+        /// Packing is exact or refused.
+        #[test]
+        fn pack_is_exact_or_refused(s in any_state()) {
+            if let Some(w) = pack(&s) {
+                prop_assert_eq!(w & 1, 1);
+                prop_assert_eq!(unpack(w), Some(s));
+            }
+        }
+
+        /// Window states a command writes (aligned, counts within a limit < 2^k, a window
+        /// index within what the counts leave) are always packed.
+        #[test]
+        fn ordinary_windows_pack(
+            k in 1u32..=26, window_ms in prop::sample::select(vec![1u64, 60_000]),
+            index_frac in 0.0f64..1.0, prev_frac in 0.0f64..=1.0, cur_frac in 0.0f64..=1.0,
+            fixed in any::<bool>(),
+        ) {
+            let limit = (1u64 << k) - 1;
+            // Up to the largest start a state may have (MAX_TIME_MS).
+            let most = (1u64 << (53 - 2 * k)).min(crate::algo::MAX_TIME_MS / window_ms + 1);
+            let index = (most as f64 * index_frac) as u64;
+            let w = win(limit, window_ms, index * window_ms,
+                (limit as f64 * prev_frac) as u64, (limit as f64 * cur_frac) as u64);
+            let s = if fixed { State::Fixed(w) } else { State::Sliding(w) };
+            let p = pack(&s);
+            prop_assert!(p.is_some(), "{:?}", s);
+            prop_assert_eq!(p.and_then(unpack), Some(s));
+        }
     }
 }
