@@ -44,6 +44,9 @@ CASES=(
   "lua tokenbucket|lua:tokenbucket 1000000 1 1000"
   "lua sliding|lua:sliding 1000000 60000"
   "lua fixed|lua:fixed 1000000 60000"
+  "lua log|lua:log 100 60000"
+  "lua queue|lua:queue 1000000 1000"
+  "lua acquire|lua:concurrency 10 500"
 )
 
 measure() { # name, command...
