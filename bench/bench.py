@@ -283,6 +283,10 @@ def build_cases(shas):
              argv=["INCR", "b:incr:__rand_int__"], label="INCR"),
         dict(id="SET", kind="builtin", algo=None, path="admitted", stat="set",
              argv=["SET", "b:set:__rand_int__", "xxx"], label="SET"),
+        # Reference: Redis's own write of a key with a TTL, as every rate limiter's key has
+        # (INCR's keys have none: no expires-dict entry to find, set and keep).
+        dict(id="SET PX", kind="builtin", algo=None, path="admitted", stat="set",
+             argv=["SET", "b:setpx:__rand_int__", "xxx", "PX", str(HOUR_MS)], label="SET PX"),
     ]
     for algo, cmd, adm, ref, _ in ALGOS:
         cases.append(dict(id=f"{cmd} admitted", kind="module", algo=algo, path="admitted",
@@ -675,6 +679,11 @@ def build_report(meta, cases, summ, runs, mem, targets):
                      "" if t["path"] == "admitted" else yesno(t["refused_met"])])
     L.append(table(["command", "path", "", "us", "xINCR", "target", "met", "lua us", "lua/mod",
                     "target", "met", "ref/adm", "<= 1"], rows))
+    ref = [f"{summ[('SET PX', p)]['us']:.2f} us = {summ[('SET PX', p)]['us_x_incr']:.2f} x INCR at -P {p}"
+           for p in PIPELINES if ("SET PX", p) in summ]
+    if ref:
+        L.append("   reference: Redis's own SET with PX (a key with a TTL, as every limiter's key): "
+                 + ", ".join(ref))
     if mem:
         L.append("")
         L.append(f"== memory: bytes per caller at {meta['mem_keys']:,} callers (keys like user:0000042), "
@@ -802,8 +811,9 @@ def draw_chart(path, meta, summ, mem, p_chart=1):
     ax1.set_yticklabels(names)
     ax1.set_ylim(len(algos) - 0.4, -1.45)
     ax1.set_xlabel("server µs per call (INFO commandstats; Lua: evalsha incl. its calls)")
+    setpx = summ.get(("SET PX", p_chart), {}).get("us", 0)
     ax1.set_title(f"Server CPU per call, {meta['server']}, -c {CLIENTS} -P {p_chart} "
-                  f"(SET {setv:.2f} µs)", fontsize=11)
+                  f"(SET {setv:.2f} µs, SET PX {setpx:.2f} µs)", fontsize=11)
     ax1.legend(loc="upper center", bbox_to_anchor=(0.5, -0.07), ncol=3, fontsize=8, frameon=False)
     ax1.grid(axis="x", alpha=0.3)
 

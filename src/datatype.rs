@@ -10,15 +10,17 @@
 //! bit 0: 1 (inline) | bits 1-3: algorithm | bits 4-10: rule index | bits 11-63: payload
 //! algorithm: 0 gcra, 1 tokenbucket, 2 queue, 3 sliding, 4 fixed (5-7 unused)
 //! payload, GCRA family: the TAT in µs (< 2^53)
-//! payload, windows (high to low): start_ms / window_ms in 53 - 2b bits | prev in b bits |
+//! payload, sliding (high to low): start_ms / window_ms in 53 - 2b bits | prev in b bits |
 //!          cur in b bits, where b is the bit width of the rule's limit (7 for 100)
+//! payload, fixed: start_ms / window_ms in 53 - b bits | cur in b bits (its prev is always 0)
 //! ```
 //!
 //! The rule's numbers live in two small tables of interned rules (GCRA-family and window
 //! rules, at most 128 each, in memory only; RDB, AOF and replication always carry the full
 //! encoding, and every callback unpacks). A state is packed only when that is exact: a TAT
 //! that is a whole number of µs below 2^53; a window start on a window boundary, counts
-//! that fit in b bits and a window index that fits in what they leave (at most 2b <= 52);
+//! that fit in b bits and a window index that fits in what they leave (a fixed window only
+//! with `prev` 0, as the algorithm always leaves it);
 //! and a rule with a slot in its table. Anything else is boxed and behaves the same.
 
 use crate::algo::{gcra, window};
@@ -182,22 +184,38 @@ fn bucket_payload(b: &Bucket) -> Option<u64> {
     fits(us, PAYLOAD_BITS).then_some(us)
 }
 
-/// Window payload, high to low: the window index (`start_ms / window_ms`) in the
-/// `53 - 2b` bits left, `prev` in b bits, `cur` in b bits, b = [`count_bits`]. None if the
-/// start is not on a window boundary or anything does not fit.
-fn window_payload(w: &Window) -> Option<u64> {
+/// How many counts a packed window keeps: the fixed window's `prev` is always 0 (it is
+/// packed only then), so it keeps `cur` alone and its window index gets b more bits.
+fn count_fields(fixed: bool) -> u32 {
+    if fixed {
+        1
+    } else {
+        2
+    }
+}
+
+/// Window payload, high to low: the window index (`start_ms / window_ms`) in the bits left,
+/// then (sliding only) `prev` in b bits, then `cur` in b bits, b = [`count_bits`]. None if
+/// the start is not on a window boundary, a fixed window's `prev` is not 0, or anything does
+/// not fit.
+fn window_payload(w: &Window, fixed: bool) -> Option<u64> {
     let (p, c) = (&w.params, &w.counters);
     let b = count_bits(p);
-    let index_bits = PAYLOAD_BITS.checked_sub(b.checked_mul(2)?)?;
-    if c.start_ms.checked_rem(p.window_ms)? != 0 {
+    let counts_bits = b.checked_mul(count_fields(fixed))?;
+    let index_bits = PAYLOAD_BITS.checked_sub(counts_bits)?;
+    if c.start_ms.checked_rem(p.window_ms)? != 0 || (fixed && c.prev != 0) {
         return None;
     }
     let index = c.start_ms.checked_div(p.window_ms)?;
     if !(fits(c.prev, b) && fits(c.cur, b) && fits(index, index_bits)) {
         return None;
     }
-    let counts = c.prev.checked_shl(b)? | c.cur;
-    Some(index.checked_shl(b.checked_mul(2)?)? | counts)
+    let counts = if fixed {
+        c.cur
+    } else {
+        c.prev.checked_shl(b)? | c.cur
+    };
+    Some(index.checked_shl(counts_bits)? | counts)
 }
 
 /// The packed word for `s`, if it can be packed exactly.
@@ -221,7 +239,7 @@ fn pack(s: &State) -> Option<usize> {
                 State::Sliding(_) => TAG_SLIDING,
                 _ => TAG_FIXED,
             };
-            let payload = window_payload(w)?;
+            let payload = window_payload(w, tag == TAG_FIXED)?;
             (tag, payload, WINDOW_RULES.intern(&w.params)?)
         }
         State::Log(_) | State::Concurrency(_) => return None,
@@ -257,14 +275,21 @@ fn unpack(w: usize) -> Option<State> {
         }
         TAG_SLIDING | TAG_FIXED => {
             let params = WINDOW_RULES.get(rule)?;
+            let fixed = tag == TAG_FIXED;
             let b = count_bits(&params);
-            let b2 = b.checked_mul(2)?;
-            if b2 > PAYLOAD_BITS {
+            let counts_bits = b.checked_mul(count_fields(fixed))?;
+            if counts_bits > PAYLOAD_BITS {
                 return None;
             }
             let counters = window::Counters {
-                start_ms: payload.checked_shr(b2)?.checked_mul(params.window_ms)?,
-                prev: low(payload.checked_shr(b)?, b),
+                start_ms: payload
+                    .checked_shr(counts_bits)?
+                    .checked_mul(params.window_ms)?,
+                prev: if fixed {
+                    0
+                } else {
+                    low(payload.checked_shr(b)?, b)
+                },
                 cur: low(payload, b),
             };
             let w = Window { params, counters };
@@ -362,34 +387,33 @@ pub fn slot(key: &Key) -> Slot<'_> {
 /// Stores `s` in an open (writable) key: in place when it holds a boxed state of ours,
 /// swapped in when it holds a packed one (both keep the key's TTL), else as a new value.
 pub fn store(key: &Key, s: State) -> bool {
-    match slot(key) {
-        Slot::Ours(Held::Boxed(cur)) => {
-            *cur = s;
-            true
-        }
-        Slot::Ours(Held::Packed(_)) => {
-            let v = value_of(s);
-            match key.replace_module_value(type_ptr(), v) {
-                Some(old) => {
-                    release(old);
-                    true
-                }
-                None => {
-                    release(v);
-                    false
-                }
-            }
-        }
-        _ => {
-            let v = value_of(s);
-            if key.set_module_value(type_ptr(), v) {
-                true
-            } else {
-                release(v);
-                false
-            }
+    // What the key holds, without unpacking a packed value (the caller just did).
+    let ours = key.kind() == raw::REDISMODULE_KEYTYPE_MODULE && key.module_type() == type_ptr();
+    let cur = if ours {
+        key.module_value()
+    } else {
+        std::ptr::null_mut()
+    };
+    if !cur.is_null() && !is_packed(cur) {
+        // SAFETY: unpacked values of our type are always `Box<State>` pointers we created.
+        if let Some(b) = unsafe { cur.cast::<State>().as_mut() } {
+            *b = s;
+            return true;
         }
     }
+    let v = value_of(s);
+    let done = if is_packed(cur) {
+        // Swapped in: the key keeps its TTL; the old word owns nothing.
+        key.replace_module_value(type_ptr(), v)
+            .map(release)
+            .is_some()
+    } else {
+        key.set_module_value(type_ptr(), v)
+    };
+    if !done {
+        release(v);
+    }
+    done
 }
 
 unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
@@ -548,7 +572,7 @@ mod tests {
         for (prev, cur) in [(0, 0), (0, 1), (37, 100), (100, 100), (127, 127)] {
             let w = win(100, hour, start, prev, cur);
             let a = roundtrip(&State::Sliding(w));
-            let b = roundtrip(&State::Fixed(w));
+            let b = roundtrip(&State::Fixed(win(100, hour, start, 0, cur)));
             assert_ne!(a, b, "the algorithm is in the word");
         }
         // A fresh state (start 0) and a one-ms window.
@@ -572,19 +596,43 @@ mod tests {
         // A start that is not on a window boundary.
         assert_eq!(pack(&State::Sliding(win(100, hour, start + 1, 1, 1))), None);
         // Window index too large for what the counts leave: limit 2^20 - 1 (20-bit counts)
-        // leaves 13 bits, index < 8192.
+        // leaves 13 bits to a sliding window, index < 8192, and 33 bits to a fixed one.
         let limit = (1 << 20) - 1;
-        roundtrip(&State::Fixed(win(limit, 1000, 8191 * 1000, limit, limit)));
+        roundtrip(&State::Sliding(win(limit, 1000, 8191 * 1000, limit, limit)));
         assert_eq!(
-            pack(&State::Fixed(win(limit, 1000, 8192 * 1000, 0, 1))),
+            pack(&State::Sliding(win(limit, 1000, 8192 * 1000, 0, 1))),
             None
         );
-        // Counts too wide for the payload at all: 27-bit counts take 54 bits > 53.
-        assert_eq!(pack(&State::Fixed(win(1 << 26, hour, 0, 0, 0))), None);
-        // 26-bit counts leave 1 bit of window index: 0 and 1 fit, 2 does not.
-        roundtrip(&State::Fixed(win((1 << 26) - 1, hour, hour, 1, 2)));
+        roundtrip(&State::Fixed(win(
+            limit,
+            1000,
+            ((1 << 33) - 1) * 1000,
+            0,
+            limit,
+        )));
         assert_eq!(
-            pack(&State::Fixed(win((1 << 26) - 1, hour, 2 * hour, 1, 2))),
+            pack(&State::Fixed(win(limit, 1000, (1 << 33) * 1000, 0, 1))),
+            None
+        );
+        // The benchmark's 1,000,000 per minute, now: a fixed window packs, a sliding one not.
+        let minute = 60_000;
+        let now = 1_796_011_200_000;
+        roundtrip(&State::Fixed(win(1_000_000, minute, now, 0, 5)));
+        assert_eq!(
+            pack(&State::Sliding(win(1_000_000, minute, now, 0, 5))),
+            None
+        );
+        // A fixed window's prev is always 0; a state with another one (a crafted payload)
+        // stays boxed rather than lose it.
+        assert_eq!(pack(&State::Fixed(win(100, hour, start, 1, 1))), None);
+        // Counts too wide for the payload at all: 27-bit counts take 54 bits > 53 (sliding),
+        // 54-bit ones 54 bits (fixed).
+        assert_eq!(pack(&State::Sliding(win(1 << 26, hour, 0, 0, 0))), None);
+        assert_eq!(pack(&State::Fixed(win(1 << 53, hour, 0, 0, 0))), None);
+        // 26-bit counts leave 1 bit of window index: 0 and 1 fit, 2 does not.
+        roundtrip(&State::Sliding(win((1 << 26) - 1, hour, hour, 1, 2)));
+        assert_eq!(
+            pack(&State::Sliding(win((1 << 26) - 1, hour, 2 * hour, 1, 2))),
             None
         );
         let v = value_of(State::Sliding(win(100, hour, start + 1, 1, 1)));
@@ -706,10 +754,12 @@ mod tests {
         ) {
             let limit = (1u64 << k) - 1;
             // Up to the largest start a state may have (MAX_TIME_MS).
-            let most = (1u64 << (53 - 2 * k)).min(crate::algo::MAX_TIME_MS / window_ms + 1);
+            let fields = if fixed { 1 } else { 2 };
+            let most = (1u64 << (53 - fields * k)).min(crate::algo::MAX_TIME_MS / window_ms + 1);
             let index = (most as f64 * index_frac) as u64;
-            let w = win(limit, window_ms, index * window_ms,
-                (limit as f64 * prev_frac) as u64, (limit as f64 * cur_frac) as u64);
+            // The algorithm always leaves a fixed window's prev at 0.
+            let prev = if fixed { 0 } else { (limit as f64 * prev_frac) as u64 };
+            let w = win(limit, window_ms, index * window_ms, prev, (limit as f64 * cur_frac) as u64);
             let s = if fixed { State::Fixed(w) } else { State::Sliding(w) };
             let p = pack(&s);
             prop_assert!(p.is_some(), "{:?}", s);
