@@ -32,6 +32,7 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); p
 CASES=(
   "INCR|INCR b:__rand_int__"
   "SET|SET b:__rand_int__ xxx"
+  "SET PX|SET b:__rand_int__ xxx PX 3600000"
   "RL.GCRA|RL.GCRA b:__rand_int__ 1000000 1 1000"
   "RL.TOKENBUCKET|RL.TOKENBUCKET b:__rand_int__ 1000000 1 1000"
   "RL.SLIDING|RL.SLIDING b:__rand_int__ 1000 60000"
