@@ -131,6 +131,11 @@ ERR = re.compile(r"^(Invalid (read|write|free)|Mismatched free|Conditional jump|
                  r"Process terminating)")
 LEAK = re.compile(r"are (definitely|indirectly|possibly) lost")
 ours = lambda rec: "redis_ratelimit" in rec
+# Redis's LZF compressor reads its own hash table uninitialised by design (lzfP.h: INIT_HTAB
+# 0; --track-origins shows "created by a stack allocation at lzf_compress"). An RDB save or
+# DUMP of a state longer than 20 bytes goes through it from our rdb_save: Redis's report,
+# not the module's (our buffers are zero-initialised).
+lzf_own = lambda rec: any(re.search(r"at 0x[0-9A-F]+: lzf_compress", x) for x in rec[1:2])
 module_errors, module_leaks, load_leaks = [], [], []
 possibly = collections.Counter()
 redis_own = collections.Counter()
@@ -157,7 +162,7 @@ for name in sorted(os.listdir(logs)):
     for r in recs:
         head, body = r[0], "\n".join(r)
         if ERR.match(head):
-            if ours(body):
+            if ours(body) and not lzf_own(r):
                 module_errors.append((name, body))
             else:
                 frame = next((x.strip() for x in r[1:] if "by 0x" in x or "at 0x" in x), "")

@@ -10,7 +10,8 @@
 //!
 //! - the AOF is off (`REDISMODULE_CTX_FLAGS_AOF`, checked on every call), and
 //! - `INFO replication` said `role:master`, no connected replica, no replica waiting for a
-//!   PSYNC and no replication backlog, when checked at load or at the end of a load; and no
+//!   PSYNC and no replication backlog, when checked at load or at the end of a load (and
+//!   again at the first command after either, once the server has finished starting); and no
 //!   event since then could have changed that: a replica connecting or a role change makes
 //!   the module propagate for the rest of the process's life; so does any fork on Valkey
 //!   (its atomic slot migration streams writes to the target after a fork); on Redis a fork
@@ -33,9 +34,15 @@ static LISTENED: AtomicBool = AtomicBool::new(true);
 static VALKEY: AtomicBool = AtomicBool::new(false);
 /// The current command wrote on the quiet path: mark it once when it finishes.
 static PENDING: AtomicBool = AtomicBool::new(false);
+/// `INFO replication` is to be read again before the next command: set at load and when a
+/// load ends (the server may restore a replication backlog after its load-ended event).
+static RECHECK: AtomicBool = AtomicBool::new(false);
 
 /// Whether the current command may skip propagation.
 pub fn quiet(ctx: Ctx) -> bool {
+    if RECHECK.load(Relaxed) && RECHECK.swap(false, Relaxed) {
+        recheck(ctx);
+    }
     !LISTENED.load(Relaxed) && crate::rm::context_flags(ctx) & raw::REDISMODULE_CTX_FLAGS_AOF == 0
 }
 
@@ -140,7 +147,9 @@ unsafe extern "C" fn on_event(
         }
         raw::REDISMODULE_EVENT_FORK_CHILD => {}
         raw::REDISMODULE_EVENT_LOADING if sub == raw::REDISMODULE_SUBEVENT_LOADING_ENDED => {
-            recheck(ctx)
+            // Now, and again at the first command, once the load is complete.
+            recheck(ctx);
+            RECHECK.store(true, Relaxed);
         }
         raw::REDISMODULE_EVENT_LOADING => {}
         // A role change, a replica connecting or leaving, the link to a primary.
@@ -167,6 +176,7 @@ pub fn init(ctx: Ctx) {
     }
     if subscribed {
         recheck(ctx);
+        RECHECK.store(true, Relaxed);
     } else {
         LISTENED.store(true, Relaxed);
     }
