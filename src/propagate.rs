@@ -13,7 +13,7 @@
 //!   PSYNC and no replication backlog, when checked at load or at the end of a load (and
 //!   again at the first command after either, once the server has finished starting); and no
 //!   event since then could have changed that: a replica connecting or a role change makes
-//!   the module propagate for the rest of the process's life; so does any fork on Valkey
+//!   the module propagate until a later load reads INFO again; so does any fork on Valkey
 //!   (its atomic slot migration streams writes to the target after a fork); on Redis a fork
 //!   re-reads `INFO replication` (a replica's full sync creates the backlog before it forks,
 //!   and writes before the fork are in the snapshot).
