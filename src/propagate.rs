@@ -70,10 +70,6 @@ pub fn apply(ctx: Ctx, name: RStr, payload: &[u8]) {
 
 /// Propagates the deletion of key `name`.
 pub fn del(ctx: Ctx, name: RStr) {
-    if quiet(ctx) {
-        PENDING.store(true, Relaxed);
-        return;
-    }
     api!(RedisModule_Replicate(ctx, c"DEL".as_ptr(), c"s".as_ptr(), name) else raw::REDISMODULE_ERR as c_int);
 }
 

@@ -150,7 +150,11 @@ pub fn commit(ctx: Ctx, key: &Key, name: RStr, owned: Option<State>, eff: Effect
         // Equivalent to a fresh key: no state at all.
         if !matches!(datatype::slot(key), Slot::Empty) {
             key.delete();
-            propagate::del(ctx, name);
+            // One decision per write: the effect says whether anything listens.
+            match eff.enc {
+                Some(_) => propagate::del(ctx, name),
+                None => propagate::skipped(),
+            }
         }
         return;
     }
