@@ -172,7 +172,12 @@ impl Server {
                 .arg("yes")
                 // Full syncs start at once (the default waits 5 s for more replicas).
                 .arg("--repl-diskless-sync-delay")
-                .arg("0");
+                .arg("0")
+                // Every write reaches the AOF file before its reply: a test that reads the
+                // AOF (or kills the server) right after a write never races a background
+                // fsync (under `everysec` the server postpones the write for up to 2 s).
+                .arg("--appendfsync")
+                .arg("always");
             if let Some(p) = opts.replica_of {
                 cmd.arg("--replicaof").arg("127.0.0.1").arg(p.to_string());
             }

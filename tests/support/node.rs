@@ -155,7 +155,10 @@ impl Node {
             .arg("--enable-debug-command")
             .arg("yes")
             .arg("--repl-diskless-sync-delay")
-            .arg("0");
+            .arg("0")
+            // AOF writes land before the reply (see tests/common: no race with fsync).
+            .arg("--appendfsync")
+            .arg("always");
         for e in &self.extra {
             cmd.arg(e);
         }
