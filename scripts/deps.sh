@@ -32,6 +32,8 @@ have_cmd redis-server || missing+=(redis-server)
 have_cmd redis-cli || missing+=(redis-tools)
 # cargo links with `cc`, and bindgen parses redismodule.h, which includes libc headers.
 have_cmd cc || missing+=(gcc)
+# The server matrix (scripts/servers.sh) unpacks wheels with unzip.
+[[ "$want_test_tools" == yes ]] && { have_cmd unzip || missing+=(unzip); }
 if have_cmd dpkg-query && ! have_pkg libc6-dev; then missing+=(libc6-dev); fi
 
 if ((${#missing[@]} == 0)); then

@@ -476,7 +476,9 @@ unsafe extern "C" fn aof_rewrite(
 
 unsafe extern "C" fn mem_usage(value: *const c_void) -> usize {
     if is_packed(value) {
-        return 0;
+        // The state is the value word itself: report that word, never 0 (Valkey 8.1 counts
+        // only what this callback says, and MEMORY USAGE 0 would read as "no value").
+        return std::mem::size_of::<*mut c_void>();
     }
     unsafe { state(value.cast_mut()) }.map_or(0, |s| s.mem_usage())
 }

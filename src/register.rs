@@ -6,7 +6,7 @@ use crate::commands::{self, all, apply, clock, info, lease, rate, throttle, Hand
 use crate::rm::{self, api, Ctx};
 use crate::stats::Stat;
 use redis_module::raw;
-use std::ffi::{c_int, CStr};
+use std::ffi::{c_int, CStr, CString};
 use std::ptr;
 
 /// How a command touches its key (argument 1), if it has one.
@@ -29,7 +29,9 @@ struct Command {
     flags: &'static CStr,
     arity: c_int,
     keys: Keys,
-    /// ACL categories where the server supports setting them (7.2+, Valkey).
+    /// The server's ACL categories of the command, where the server supports setting them
+    /// (Redis 7.2+, Valkey); the module's own `@ratelimit` is added where it can be created
+    /// (Redis 7.4+, Valkey 8+).
     acl: &'static CStr,
     summary: &'static CStr,
     complexity: &'static CStr,
@@ -126,7 +128,7 @@ const QUEUE_ARGS: &[Arg] = &[
 
 fn table() -> [Command; 14] {
     const RATE: &CStr = c"write deny-oom fast";
-    const RATE_ACL: &CStr = c"write fast ratelimit";
+    const RATE_ACL: &CStr = c"write fast";
     let rate = |name, func, arity, summary, complexity, args| Command {
         name,
         func,
@@ -206,7 +208,7 @@ fn table() -> [Command; 14] {
             flags: c"write fast",
             arity: 3,
             keys: Keys::Update,
-            acl: c"write fast ratelimit",
+            acl: c"write fast",
             summary: c"Releases a lease acquired with RL.ACQUIRE",
             complexity: c"O(N) where N is the number of leases held",
             args: &[Arg::Key(c"key"), Arg::Str(c"token")],
@@ -217,7 +219,7 @@ fn table() -> [Command; 14] {
             flags: c"write fast",
             arity: 4,
             keys: Keys::Update,
-            acl: c"write fast ratelimit",
+            acl: c"write fast",
             summary: c"Extends a lease acquired with RL.ACQUIRE to now + lease_ms",
             complexity: c"O(N) where N is the number of leases held",
             args: &[Arg::Key(c"key"), Arg::Str(c"token"), Arg::Int(c"lease_ms")],
@@ -255,7 +257,7 @@ fn table() -> [Command; 14] {
             flags: c"readonly fast",
             arity: 2,
             keys: Keys::Read,
-            acl: c"read fast ratelimit",
+            acl: c"read fast",
             summary: c"Shows a rate-limit key's algorithm, stored state and TTL",
             complexity: c"O(1)",
             args: &[Arg::Key(c"key")],
@@ -266,7 +268,7 @@ fn table() -> [Command; 14] {
             flags: c"fast",
             arity: -2,
             keys: Keys::None,
-            acl: c"fast ratelimit",
+            acl: c"fast",
             summary: c"Test clock (only with ratelimit.test-clock yes): GET, SET, ADVANCE, REAL",
             complexity: c"O(1)",
             args: &[Arg::OneOf(
@@ -285,7 +287,7 @@ fn table() -> [Command; 14] {
             flags: c"write",
             arity: 3,
             keys: Keys::Overwrite,
-            acl: c"write ratelimit",
+            acl: c"write",
             summary: c"Internal: applies a replicated state (primary link and AOF only)",
             complexity: c"O(N) where N is the size of the state",
             args: &[Arg::Key(c"key"), Arg::Str(c"payload")],
@@ -427,10 +429,45 @@ fn key_specs(keys: Keys) -> Option<Box<[raw::RedisModuleCommandKeySpec; 2]>> {
     Some(Box::new([spec, unsafe { std::mem::zeroed() }]))
 }
 
+/// Which ACL categories the server lets a module give its commands.
+enum Acl {
+    /// None (Redis 7.0: no `SetCommandACLCategories`).
+    Unsupported,
+    /// The server's own categories only (Redis 7.2: no `AddACLCategory`).
+    ServerOnly,
+    /// The server's categories and the module's `@ratelimit` (Redis 7.4+, Valkey 8+).
+    WithModuleCategory,
+}
+
+impl Acl {
+    fn detect(ctx: Ctx) -> Acl {
+        if unsafe { raw::RedisModule_SetCommandACLCategories }.is_none() {
+            Acl::Unsupported
+        } else if api!(RedisModule_AddACLCategory(ctx, CATEGORY.as_ptr()) else rm::ERR) == rm::OK {
+            Acl::WithModuleCategory
+        } else {
+            Acl::ServerOnly
+        }
+    }
+
+    /// The category list to set for a command whose server categories are `base`.
+    fn categories(&self, base: &CStr) -> Option<CString> {
+        match self {
+            Acl::Unsupported => None,
+            Acl::ServerOnly => Some(base.to_owned()),
+            Acl::WithModuleCategory => {
+                let mut s = base.to_bytes().to_vec();
+                s.push(b' ');
+                s.extend_from_slice(CATEGORY.to_bytes());
+                CString::new(s).ok()
+            }
+        }
+    }
+}
+
 /// Registers every command; `Err` with a message on failure.
 pub fn register(ctx: Ctx) -> Result<(), String> {
-    let acl_ok = unsafe { raw::RedisModule_SetCommandACLCategories }.is_some()
-        && api!(RedisModule_AddACLCategory(ctx, CATEGORY.as_ptr()) else rm::ERR) == rm::OK;
+    let acl = Acl::detect(ctx);
     for c in table() {
         // Legacy (first, last, step); key specs below are what Redis 7 routes by.
         let (first, last, step) = match c.keys {
@@ -463,8 +500,11 @@ pub fn register(ctx: Ctx) -> Result<(), String> {
         if api!(RedisModule_SetCommandInfo(cmd, &mut info) else rm::ERR) != rm::OK {
             return Err(format!("cannot set command info of {:?}", c.name));
         }
-        if acl_ok {
-            api!(RedisModule_SetCommandACLCategories(cmd, c.acl.as_ptr()) else rm::ERR);
+        if let Some(cats) = acl.categories(c.acl) {
+            if api!(RedisModule_SetCommandACLCategories(cmd, cats.as_ptr()) else rm::ERR) != rm::OK
+            {
+                return Err(format!("cannot set the ACL categories of {:?}", c.name));
+            }
         }
     }
     Ok(())

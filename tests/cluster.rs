@@ -18,7 +18,6 @@ mod workload;
 
 use cluster::{cluster_cli_available, key_slot, Cluster};
 use common::*;
-use node::{server_kind, Kind};
 use redis::Connection;
 use std::collections::{BTreeMap, BTreeSet};
 use std::thread;
@@ -415,7 +414,7 @@ fn slot_moved_with_setslot_and_migrate_keeps_state_and_ttl() {
 fn valkey_atomic_slot_migration_keeps_state_and_ttl() {
     cluster_or_skip!();
     let probe = node::Node::start(&[]);
-    if server_kind(&mut probe.con()) != Kind::Valkey {
+    if !ServerVersion::of(&mut probe.con()).atomic_slot_migration() {
         eprintln!("SKIPPED: CLUSTER MIGRATESLOTS (atomic slot migration) is Valkey 9+ only");
         return;
     }

@@ -660,3 +660,65 @@ fn parse_resp_commands(data: &[u8]) -> Vec<Vec<Vec<u8>>> {
     }
     cmds
 }
+
+// ---------------------------------------------------------------- server version
+
+/// The server under test and what it supports, read from `INFO server` (never from the
+/// binary's name): tests gate on features by version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerVersion {
+    pub valkey: bool,
+    /// (major, minor, patch) of Redis, or of Valkey when `valkey`.
+    pub version: (u32, u32, u32),
+}
+
+impl ServerVersion {
+    pub fn of(con: &mut Connection) -> ServerVersion {
+        let valkey = info_field(con, "server", "valkey_version");
+        let v = valkey
+            .clone()
+            .or_else(|| info_field(con, "server", "redis_version"))
+            .expect("INFO server has no version");
+        let mut it = v.split('.').map(|x| x.parse::<u32>().unwrap_or(0));
+        ServerVersion {
+            valkey: valkey.is_some(),
+            version: (
+                it.next().unwrap_or(0),
+                it.next().unwrap_or(0),
+                it.next().unwrap_or(0),
+            ),
+        }
+    }
+
+    fn at_least(&self, redis: (u32, u32), valkey: (u32, u32)) -> bool {
+        let (ma, mi, _) = self.version;
+        (ma, mi) >= if self.valkey { valkey } else { redis }
+    }
+
+    /// Module commands can carry the server's ACL categories (`SetCommandACLCategories`:
+    /// Redis 7.2+, every Valkey).
+    pub fn module_acl_categories(&self) -> bool {
+        self.at_least((7, 2), (7, 2))
+    }
+
+    /// A module can create its own ACL category (`AddACLCategory`: Redis 7.4+, Valkey 8+).
+    pub fn module_acl_category(&self) -> bool {
+        self.at_least((7, 4), (8, 0))
+    }
+
+    /// `ACL CAT <module category>` lists the module's commands (Redis 8.0+, Valkey 8.1+;
+    /// earlier servers that have module categories list nothing).
+    pub fn acl_cat_lists_module_commands(&self) -> bool {
+        self.at_least((8, 0), (8, 1))
+    }
+
+    /// Atomic slot migration, `CLUSTER MIGRATESLOTS` (Valkey 9.0+).
+    pub fn atomic_slot_migration(&self) -> bool {
+        self.valkey && self.at_least((u32::MAX, 0), (9, 0))
+    }
+
+    /// `RedisModule_CachedMicroseconds` (Redis 7.2+, every Valkey).
+    pub fn cached_microseconds(&self) -> bool {
+        self.at_least((7, 2), (7, 2))
+    }
+}
