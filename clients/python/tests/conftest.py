@@ -1,0 +1,179 @@
+"""Fixtures: a real redis-server with the module (and the test clock), and real HTTP servers.
+
+RL_SERVER (default redis-server) and RL_MODULE (default <repo>/target/release/
+libredis_ratelimit.so) choose the server and the module. Each session starts its own
+server on a free 127.0.0.1 port; the module's clock is frozen with RL.CLOCK SET at NOW_MS
+(a multiple of 60 s, so windows start there) before every test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pathlib
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from typing import Any, Iterator, List
+
+import pytest
+import redis
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+NOW_MS = 1_700_000_040_000
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def module_path() -> str:
+    m = os.environ.get("RL_MODULE", str(ROOT / "target/release/libredis_ratelimit.so"))
+    if not os.path.isfile(m):
+        pytest.exit(f"module not built: {m} (cargo build --release)", returncode=2)
+    return os.path.abspath(m)
+
+
+def server_binary() -> str:
+    s = os.environ.get("RL_SERVER", "redis-server")
+    if shutil.which(s) is None and not os.path.isfile(s):
+        pytest.exit(f"{s} not found (set RL_SERVER)", returncode=2)
+    return s
+
+
+def start_server(tmp: str, port: int, *extra: str) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+         "--appendonly", "no", "--dir", tmp, "--logfile", os.path.join(tmp, f"{port}.log"),
+         *extra, "--loadmodule", module_path(), "test-clock", "yes"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    r = redis.Redis(port=port)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            r.ping()
+            break
+        except (redis.ConnectionError, redis.BusyLoadingError):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                log = pathlib.Path(tmp, f"{port}.log")
+                raise RuntimeError(f"redis-server did not start on {port}: "
+                                   f"{log.read_text() if log.exists() else ''}")
+            time.sleep(0.02)
+    r.close()
+    return proc
+
+
+@pytest.fixture(scope="session")
+def redis_port() -> Iterator[int]:
+    with tempfile.TemporaryDirectory() as tmp:
+        port = free_port()
+        proc = start_server(tmp, port)
+        try:
+            yield port
+        finally:
+            proc.terminate()
+            proc.wait(10)
+
+
+@pytest.fixture
+def r(redis_port: int) -> Iterator[redis.Redis]:
+    """A plain client for setup and inspection; the server is empty, its clock frozen."""
+    c = redis.Redis(port=redis_port, decode_responses=True)
+    c.flushall()
+    c.execute_command("RL.CLOCK", "SET", NOW_MS)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def closed_url() -> str:
+    return f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+
+
+# ------------------------------------------------------------------ HTTP servers
+
+
+class WSGIServer:
+    """A WSGI app on a real HTTP server (werkzeug, threaded) on a free port."""
+
+    def __init__(self, app: Any):
+        from werkzeug.serving import make_server
+
+        self.port = free_port()
+        self.http = make_server("127.0.0.1", self.port, app, threaded=True)
+        self.thread = threading.Thread(target=self.http.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def close(self) -> None:
+        self.http.shutdown()
+        self.thread.join(5)
+
+
+class UvicornServer:
+    """An ASGI app served by uvicorn in a thread on a free port."""
+
+    def __init__(self, app: Any):
+        import uvicorn
+
+        self.port = free_port()
+        cfg = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
+                             lifespan="off", loop="asyncio")
+        self.server = uvicorn.Server(cfg)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.01)
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def close(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(5)
+
+
+@pytest.fixture
+def serve_wsgi() -> Iterator[Any]:
+    started: List[WSGIServer] = []
+
+    def start(app: Any) -> WSGIServer:
+        s = WSGIServer(app)
+        started.append(s)
+        return s
+
+    yield start
+    for s in started:
+        s.close()
+
+
+@pytest.fixture
+def serve_asgi() -> Iterator[Any]:
+    started: List[UvicornServer] = []
+
+    def start(app: Any) -> UvicornServer:
+        s = UvicornServer(app)
+        started.append(s)
+        return s
+
+    yield start
+    for s in started:
+        s.close()
+
+
+@pytest.fixture
+def http() -> Iterator[Any]:
+    import httpx
+
+    with httpx.Client(timeout=10) as c:
+        yield c
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
