@@ -144,6 +144,20 @@ class Rule:
         return Decision.from_reply(reply, delay=self.algorithm == "QUEUE",
                                    granted=self.options.partial)
 
+    def unspent(self, d: "Decision") -> "Decision":
+        """An RL.ALL rule that would have admitted a refused request answered as if it had
+        spent its cost (as DRYRUN does); nothing was spent: its real state has ``cost``
+        more remaining and, for the GCRA family, ``cost`` emission intervals less to reset."""
+        if not d.allowed:
+            return d
+        reset = d.reset_after_ms
+        ei = self.emission_interval_ms()
+        if ei is not None:
+            num, den = ei
+            reset = max(0, -(-(reset * den - self.cost * num) // den))
+        return Decision(d.allowed, d.limit, min(d.limit, d.remaining + self.cost),
+                        d.retry_after_ms, reset, d.delay_ms, d.token, d.granted)
+
     # ---- numbers derived from the rule (headers, in-memory fallback)
 
     def emission_interval_ms(self) -> Optional[Tuple[int, int]]:

@@ -264,12 +264,8 @@ def _batch(calls: Tuple[Call, ...]) -> Batch:
         res = parse_all(rules, reply)
         if res.allowed:
             return list(res.decisions)
-        # Refused: nothing was spent anywhere. A rule that would have admitted counted this
-        # request in its `remaining` (as DRYRUN does): what is really left is its cost more.
-        return [d if not d.allowed else
-                Decision(d.allowed, d.limit, min(d.limit, d.remaining + rule.cost),
-                         d.retry_after_ms, d.reset_after_ms, d.delay_ms, d.token, d.granted)
-                for d, (_, rule) in zip(res.decisions, rules)]
+        # Refused: nothing was spent anywhere; report each rule's real state.
+        return [rule.unspent(d) for d, (_, rule) in zip(res.decisions, rules)]
 
     return calls, all_args(rules, False), parse
 
