@@ -106,7 +106,7 @@ class WSGIServer:
 
         self.port = free_port()
         self.http = make_server("127.0.0.1", self.port, app, threaded=True)
-        self.thread = threading.Thread(target=self.http.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.http.serve_forever, args=(0.05,), daemon=True)
         self.thread.start()
         self.url = f"http://127.0.0.1:{self.port}"
 

@@ -27,8 +27,9 @@ Strategies, each one module command (atomic, TTL set in the same call, no Lua):
 
 from __future__ import annotations
 
+import math
 import time
-from typing import Any, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import redis
 import redis.asyncio
@@ -117,26 +118,43 @@ class _Commands:
     def sliding_args(self, key: str, limit: int, expiry: int, amount: int) -> List[Any]:
         return ["RL.SLIDING", self.k(key), limit, expiry * 1000, "COST", amount]
 
+    def clock_probe_args(self) -> List[Any]:
+        """A DRYRUN on a key that never exists, with the longest window the module takes:
+        its reset is the time to the next multiple of 10^12 ms, which gives the module's own
+        clock (the server's, or the test clock) without writing anything."""
+        return ["RL.FIXED", f"{self.prefix}:clock-probe", 1, _PROBE_MS, "DRYRUN"]
+
     @staticmethod
-    def sliding_window(expiry: int, info_reply: Any) -> Tuple[int, float, int, float]:
+    def module_now_ms(probe_reply: Any) -> int:
+        reset = Decision.from_reply(probe_reply).reset_after_ms
+        here = int(time.time() * 1000)
+        # now = k * 10^12 + (10^12 - reset): the k that lands nearest to this host's clock
+        base = _PROBE_MS - reset
+        k = round((here - base) / _PROBE_MS)
+        return k * _PROBE_MS + base
+
+    @staticmethod
+    def sliding_window(expiry: int, info_reply: Any, now: int
+                       ) -> Tuple[int, float, int, float]:
         """(previous count, previous TTL s, current count, current TTL s) as limits wants
         them (its Redis storage: the current window's key lives until the end of the next
-        window, the previous one's until the end of the current), from RL.INFO."""
+        window, the previous one's until the end of the current), from RL.INFO and the
+        module's clock ``now`` (ms)."""
         info = parse_info(info_reply)
         if not info or info.get("algorithm") != "sliding":
             return 0, 0.0, 0, 0.0
         w = expiry * 1000
         start, prev, cur = (int(info["window_start_ms"]), int(info["previous_count"]),
                             int(info["current_count"]))
-        # The key expires at the end of the next window if the current count is non-zero,
-        # else at the end of the current one: that gives the module's now.
-        now = start + (2 * w if cur else w) - int(info["ttl_ms"])
         if now >= start + 2 * w:
             return 0, 0.0, 0, 0.0
         if now >= start + w:
             start, prev, cur = start + w, cur, 0
         left_ms = start + w - now
         return prev, left_ms / 1000, cur, (left_ms + w) / 1000
+
+
+_PROBE_MS = 10**12
 
 
 class RateLimitStorage(_Commands, Storage, MovingWindowSupport, SlidingWindowCounterSupport):
@@ -208,7 +226,11 @@ class RateLimitStorage(_Commands, Storage, MovingWindowSupport, SlidingWindowCou
                                                               amount))).allowed
 
     def get_sliding_window(self, key: str, expiry: int) -> Tuple[int, float, int, float]:
-        return self.sliding_window(expiry, self._x("RL.INFO", self.k(key)))
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.execute_command("RL.INFO", self.k(key))
+        pipe.execute_command(*self.clock_probe_args())
+        info, probe = pipe.execute()
+        return self.sliding_window(expiry, info, self.module_now_ms(probe))
 
     def clear_sliding_window(self, key: str, expiry: int) -> None:
         self.clear(key)
@@ -288,7 +310,11 @@ class AsyncRateLimitStorage(_Commands, AioStorage, AioMovingWindowSupport,
 
     async def get_sliding_window(self, key: str, expiry: int
                                  ) -> Tuple[int, float, int, float]:
-        return self.sliding_window(expiry, await self._x("RL.INFO", self.k(key)))
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.execute_command("RL.INFO", self.k(key))
+        pipe.execute_command(*self.clock_probe_args())
+        info, probe = await pipe.execute()
+        return self.sliding_window(expiry, info, self.module_now_ms(probe))
 
     async def clear_sliding_window(self, key: str, expiry: int) -> None:
         await self.clear(key)
@@ -303,3 +329,69 @@ def _chunks(it: Any, n: int = 500) -> Any:
             batch = []
     if batch:
         yield batch
+
+
+# ------------------------------------------------------------------ draft-10 headers
+
+
+def draft10_headers(item: Any, window: Any, breached: bool, name: Optional[str] = None,
+                    now: Optional[float] = None) -> Dict[str, str]:
+    """draft-10 headers for a ``limits`` item and its ``WindowStats`` (reset time, remaining).
+
+    ``t`` is the time to the window stats' reset, which limits computes as the time until
+    quota comes back: the window's end (fixed), the oldest entry's expiry (moving window),
+    the next unit of the weighted count (sliding window counter).
+    """
+    now = time.time() if now is None else now
+    reset_at, remaining = window[0], window[1]
+    t = max(0, math.ceil(reset_at - now))
+    label = name or f"{item.amount}-per-{item.multiples}-{item.GRANULARITY.name}"
+    label = '"' + label.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    h = {"RateLimit-Policy": f"{label};q={item.amount};w={item.get_expiry()}",
+         "RateLimit": f"{label};r={max(0, remaining)};t={t}"}
+    if breached:
+        h["Retry-After"] = str(max(1, t))
+    return h
+
+
+def flask_limiter_headers(app: Any, limiter: Any) -> None:
+    """Adds draft-10 headers for Flask-Limiter's current limit to every response (429s
+    included); Flask-Limiter itself sends only the X-RateLimit-* ones."""
+
+    @app.after_request
+    def _add(resp: Any) -> Any:
+        lim = limiter.current_limit
+        if lim is not None:
+            resp.headers.update(draft10_headers(lim.limit, lim.window, lim.breached))
+        return resp
+
+
+class SlowapiHeadersMiddleware:
+    """ASGI middleware adding draft-10 headers for slowapi's limit of the request
+    (``request.state.view_rate_limit``) to the response, 429s included::
+
+        app.add_middleware(SlowapiHeadersMiddleware)   # after app.state.limiter = limiter
+    """
+
+    def __init__(self, app: Any):
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_wrapper(msg: Any) -> None:
+            if msg["type"] == "http.response.start":
+                view = (scope.get("state") or {}).get("view_rate_limit")
+                limiter = getattr(scope["app"].state, "limiter", None)
+                if view is not None and limiter is not None:
+                    item, args = view
+                    window = limiter.limiter.get_window_stats(item, *args)
+                    h = draft10_headers(item, window, msg["status"] == 429)
+                    msg = dict(msg)
+                    msg["headers"] = [*msg.get("headers", ()),
+                                      *((k.lower().encode(), v.encode()) for k, v in h.items())]
+            await send(msg)
+
+        await self.app(scope, receive, send_wrapper)
