@@ -32,6 +32,22 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def free_cluster_port() -> int:
+    """A free port whose cluster bus port (+10000) is free too."""
+    import random
+
+    for _ in range(200):
+        p = random.randint(20000, 45000)
+        try:
+            for q in (p, p + 10000):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", q))
+        except OSError:
+            continue
+        return p
+    raise RuntimeError("no free port pair for a cluster node")
+
+
 def module_path() -> str:
     m = os.environ.get("RL_MODULE", str(ROOT / "target/release/libredis_ratelimit.so"))
     if not os.path.isfile(m):

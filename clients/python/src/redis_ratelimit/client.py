@@ -113,7 +113,7 @@ class RateLimiter:
         return parse_info(self._x("RL.INFO", key))
 
     # RL.CLOCK (servers loaded with test-clock yes). In a cluster it has no key: pass
-    # target_nodes=RedisCluster.ALL_NODES to reach every node.
+    # target_nodes=cluster.get_nodes() to reach every node.
     def clock_get(self, **kw: Any) -> Any:
         return self._x("RL.CLOCK", "GET", **kw)
 
