@@ -138,3 +138,17 @@ def test_memory_limiter_decides_like_the_module(r, rule):
         step = rnd.choice([0, 0, 1, 7, 99, 250, 333, 1000, 2500])
         r.execute_command("RL.CLOCK", "ADVANCE", step)
         now[0] += step * 1000
+
+
+def test_django_user_key():
+    pytest.importorskip("django")
+    from types import SimpleNamespace
+
+    from redis_ratelimit.django import django_user
+
+    def with_user(user):
+        return Request("GET", "/", {}, "10.0.0.1", {"django_request": SimpleNamespace(user=user)})
+
+    assert django_user(with_user(SimpleNamespace(is_authenticated=True, pk=42))) == "42"
+    assert django_user(with_user(SimpleNamespace(is_authenticated=False, pk=None))) is None
+    assert django_user(Request("GET", "/", {}, "10.0.0.1")) is None

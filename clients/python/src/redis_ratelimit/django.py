@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from django.conf import settings
-from django.http import HttpRequest, HttpResponse
-from django.utils.module_loading import import_string
+from django.conf import settings  # type: ignore[import-untyped]
+from django.http import HttpRequest, HttpResponse  # type: ignore[import-untyped]
+from django.utils.module_loading import import_string  # type: ignore[import-untyped]
 
 from .client import connect
 from .keys import Request

@@ -358,7 +358,7 @@ def flask_limiter_headers(app: Any, limiter: Any) -> None:
     """Adds draft-10 headers for Flask-Limiter's current limit to every response (429s
     included); Flask-Limiter itself sends only the X-RateLimit-* ones."""
 
-    @app.after_request
+    @app.after_request  # type: ignore[untyped-decorator]
     def _add(resp: Any) -> Any:
         lim = limiter.current_limit
         if lim is not None:

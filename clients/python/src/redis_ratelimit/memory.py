@@ -48,6 +48,7 @@ class MemoryLimiter:
             entry = self._states.get(k)
             state = entry[1] if entry is not None and entry[0] > now else None
             d, new_state, ttl_us = fn(state, rule, cost, now)
+            assert isinstance(d, Decision)
             if new_state is not None:
                 self._states[k] = (now + ttl_us, new_state)
                 self._states.move_to_end(k)
