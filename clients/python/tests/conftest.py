@@ -155,32 +155,29 @@ class UvicornServer:
         self.thread.join(5)
 
 
-@pytest.fixture
-def serve_wsgi() -> Iterator[Any]:
-    started: List[WSGIServer] = []
+def _serving(cls: Any) -> Iterator[Any]:
+    started: List[Any] = []
 
-    def start(app: Any) -> WSGIServer:
-        s = WSGIServer(app)
+    def start(app: Any) -> Any:
+        s = cls(app)
         started.append(s)
         return s
 
     yield start
     for s in started:
         s.close()
+
+
+@pytest.fixture
+def serve_wsgi() -> Iterator[Any]:
+    """serve_wsgi(app) -> WSGIServer, closed after the test."""
+    yield from _serving(WSGIServer)
 
 
 @pytest.fixture
 def serve_asgi() -> Iterator[Any]:
-    started: List[UvicornServer] = []
-
-    def start(app: Any) -> UvicornServer:
-        s = UvicornServer(app)
-        started.append(s)
-        return s
-
-    yield start
-    for s in started:
-        s.close()
+    """serve_asgi(app) -> UvicornServer, closed after the test."""
+    yield from _serving(UvicornServer)
 
 
 @pytest.fixture
