@@ -18,11 +18,11 @@ def rl(request, r, redis_port):
 
 
 def test_gcra(rl):
-    assert rl.gcra("k", 3, 1, 1000) == Decision(True, 3, 2, 0, 1000)
-    assert rl.gcra("k", 3, 1, 1000, cost=2) == Decision(True, 3, 0, 0, 3000)
-    d = rl.gcra("k", 3, 1, 1000)
-    assert d == Decision(False, 3, 0, 1000, 3000) and not d
-    assert rl.gcra("k", 3, 1, 1000, dryrun=True).allowed is False
+    assert rl.gcra("k", 3, 1, 10_000) == Decision(True, 3, 2, 0, 10_000)
+    assert rl.gcra("k", 3, 1, 10_000, cost=2) == Decision(True, 3, 0, 0, 30_000)
+    d = rl.gcra("k", 3, 1, 10_000)
+    assert d == Decision(False, 3, 0, 10_000, 30_000) and not d
+    assert rl.gcra("k", 3, 1, 10_000, dryrun=True).allowed is False
 
 
 def test_decision_is_frozen(rl):

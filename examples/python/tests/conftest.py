@@ -102,11 +102,12 @@ class Server:
 
 @pytest.fixture
 def serve(redis_port):
-    """serve(config, redis_url=None) -> Server; the client built by `connect` (50 ms)."""
+    """serve(config, redis_url=None) -> Server; the client built by `connect`."""
     started = []
 
     def start(config, redis_url=None):
-        client = connect(redis_url or f"redis://127.0.0.1:{redis_port}/0")
+        # 1 s: a loaded test machine must not turn a slow reply into a fail-open
+        client = connect(redis_url or f"redis://127.0.0.1:{redis_port}/0", timeout=1.0)
         server = Server(create_app(client, config))
         started.append((server, client))
         return server

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import (Any, Callable, Dict, List, Optional, Pattern, Sequence, Tuple, Union)
 
@@ -120,6 +121,11 @@ class Config:
     legacy_headers: bool = False  # also X-RateLimit-Limit / -Remaining / -Reset
     legacy_reset: str = "delta"  # or "epoch"
     memory: MemoryLimiter = field(default_factory=MemoryLimiter)
+    # After Redis failed, requests go straight to their failure path (fallback, fail open or
+    # closed) for this long instead of each waiting for a timeout; then one request tries
+    # Redis again. 0: try Redis on every request.
+    breaker_ms: int = 1000
+    clock: Callable[[], float] = time.monotonic  # seconds, for the breaker
 
 
 @dataclass(frozen=True)
@@ -153,9 +159,22 @@ Batch = Tuple[Tuple[Call, ...], List[Any], Callable[[Any], List[Decision]]]
 Result = Union[Decision, BaseException]
 
 
+class CircuitOpen(redis.ConnectionError):
+    """Redis failed less than ``Config.breaker_ms`` ago: not tried for this request."""
+
+
 class Engine:
     def __init__(self, config: Config):
         self.config = config
+        self._open_until = 0.0
+
+    # ---- the breaker: a dead Redis costs one timeout per breaker_ms, not one per request
+
+    def circuit_open(self) -> bool:
+        return self.config.breaker_ms > 0 and self.config.clock() < self._open_until
+
+    def trip(self) -> None:
+        self._open_until = self.config.clock() + self.config.breaker_ms / 1000
 
     # ---- 1. plan
 
@@ -289,11 +308,15 @@ def _is_cluster(client: Any) -> bool:
 def run_sync(engine: Engine, client: Any, plan: Plan) -> Outcome:
     results: List[Tuple[Call, Result]] = []
     for calls, args, parse in engine.batches(plan, _is_cluster(client)):
+        if engine.circuit_open():
+            results += [(c, CircuitOpen("Redis failed recently")) for c in calls]
+            continue
         try:
             results += zip(calls, parse(client.execute_command(*args)))
         except Exception as e:
             if not is_unavailable(e):
                 raise
+            engine.trip()
             results += [(c, e) for c in calls]
     return engine.finish(plan, results)
 
@@ -301,10 +324,14 @@ def run_sync(engine: Engine, client: Any, plan: Plan) -> Outcome:
 async def run_async(engine: Engine, client: Any, plan: Plan) -> Outcome:
     results: List[Tuple[Call, Result]] = []
     for calls, args, parse in engine.batches(plan, _is_cluster(client)):
+        if engine.circuit_open():
+            results += [(c, CircuitOpen("Redis failed recently")) for c in calls]
+            continue
         try:
             results += zip(calls, parse(await client.execute_command(*args)))
         except Exception as e:
             if not is_unavailable(e):
                 raise
+            engine.trip()
             results += [(c, e) for c in calls]
     return engine.finish(plan, results)
