@@ -3,70 +3,14 @@
 
 from __future__ import annotations
 
-import tempfile
-import time
-
 import pytest
 import redis
-from redis.cluster import ClusterNode, RedisCluster
 from redis.exceptions import RedisClusterException
 
-from conftest import NOW_MS, free_cluster_port, run, start_server
+from conftest import NOW_MS, run
 from redis_ratelimit import (AsyncRateLimiter, Config, Decision, Limit, RateLimiter, Request,
                              Rule)
 from redis_ratelimit.middleware import Engine, run_async, run_sync
-
-RANGES = [(0, 5460), (5461, 10922), (10923, 16383)]
-
-
-@pytest.fixture(scope="module")
-def cluster_ports():
-    with tempfile.TemporaryDirectory() as tmp:
-        ports = [free_cluster_port() for _ in RANGES]
-        procs = []
-        try:
-            for p in ports:
-                procs.append(start_server(tmp, p, "--cluster-enabled", "yes",
-                                          "--cluster-config-file", f"{tmp}/nodes-{p}.conf",
-                                          "--cluster-node-timeout", "5000"))
-            nodes = [redis.Redis(port=p, decode_responses=True) for p in ports]
-            for n, (lo, hi) in zip(nodes, RANGES):
-                n.execute_command("CLUSTER", "ADDSLOTSRANGE", lo, hi)
-            for p in ports[1:]:
-                nodes[0].execute_command("CLUSTER", "MEET", "127.0.0.1", p)
-            deadline = time.monotonic() + 20
-            while not all(_ready(n) for n in nodes):
-                if time.monotonic() > deadline:
-                    pytest.fail("the cluster did not become ready: "
-                                + str([n.execute_command("CLUSTER", "INFO") for n in nodes]))
-                time.sleep(0.05)
-            for n in nodes:
-                n.close()
-            yield ports
-        finally:
-            for p in procs:
-                p.terminate()
-            for p in procs:
-                p.wait(10)
-
-
-def _ready(n):
-    info = n.execute_command("CLUSTER", "INFO")
-    if isinstance(info, (bytes, str)):
-        text = info.decode() if isinstance(info, bytes) else info
-        info = dict(line.split(":", 1) for line in text.split() if ":" in line)
-    return info.get("cluster_state") == "ok" and str(info.get("cluster_known_nodes")) == "3"
-
-
-@pytest.fixture
-def rc(cluster_ports):
-    c = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", p) for p in cluster_ports],
-                     decode_responses=True)
-    c.flushall(target_nodes=RedisCluster.PRIMARIES)
-    c.execute_command("RL.CLOCK", "SET", NOW_MS, target_nodes=c.get_nodes())
-    yield c
-    c.close()
-
 
 def test_commands_route_by_key(rc):
     rl = RateLimiter(rc)

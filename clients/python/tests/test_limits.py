@@ -86,9 +86,15 @@ def test_moving_window_frees_the_oldest(r, storage):
 
 
 def test_module_clock_probe(r, storage):
-    probe = r.execute_command(*storage.clock_probe_args())
+    probe = r.execute_command(*storage.clock_probe_args("some/key"))
     assert storage.module_now_ms(probe) == NOW_MS
-    assert r.exists("LIMITS:clock-probe") == 0
+    assert r.keys("*") == []  # a DRYRUN creates nothing
+    # the probe key shares the slot of the key it goes with
+    from redis.crc import key_slot
+
+    for key in ("a/b/1/1/minute", "x{tag}y"):
+        probe_key = storage.clock_probe_args(key)[1]
+        assert key_slot(probe_key.encode()) == key_slot(storage.k(key).encode())
 
 
 def test_sliding_window_counter_weights(r, storage):
@@ -117,6 +123,38 @@ def test_async_storage(r, redis_port):
             assert (await lim.get_window_stats(item, cls.__name__))[1] == 0
         assert await s.check()
         assert await s.reset() == 3
+        await s.redis.aclose()
+
+    run(main())
+
+
+@pytest.mark.parametrize("name", STRATEGIES)
+def test_cluster_storage(rc, cluster_ports, name):
+    uri = "redis+ratelimit+cluster://" + ",".join(f"127.0.0.1:{p}" for p in cluster_ports)
+    storage = storage_from_string(uri)
+    lim = STRATEGIES[name](storage)
+    item = parse("2/minute")
+    advance_all = rc.get_nodes()
+    rc.execute_command("RL.CLOCK", "ADVANCE", 1000, target_nodes=advance_all)
+    users = [f"user{i}" for i in range(12)]  # keys on every node
+    assert {rc.keyslot(f"LIMITS:{item.key_for(u)}") // 5461 for u in users} == {0, 1, 2}
+    for u in users:
+        assert [lim.hit(item, u) for _ in range(3)] == [True, True, False]
+        reset, remaining = lim.get_window_stats(item, u)
+        assert remaining == 0 and time.time() + 58 < reset <= time.time() + 61
+    assert storage.reset() == len(users)
+
+
+def test_async_cluster_storage(rc, cluster_ports):
+    async def main():
+        uri = "async+redis+ratelimit+cluster://127.0.0.1:%d" % cluster_ports[0]
+        s = storage_from_string(uri)
+        lim = aio_strategies.SlidingWindowCounterRateLimiter(s)
+        item = parse("2/minute")
+        for u in ("a", "b", "c", "d"):
+            assert [await lim.hit(item, u) for _ in range(3)] == [True, True, False]
+            assert (await lim.get_window_stats(item, u))[1] == 0
+        assert await s.reset() == 4
         await s.redis.aclose()
 
     run(main())

@@ -9,7 +9,8 @@ subclassing ``limits.storage.Storage`` with ``STORAGE_SCHEME``)::
             strategy="moving-window")
 
 ``redis+ratelimit://`` / ``rediss+ratelimit://`` (sync: Flask-Limiter, slowapi) and
-``async+redis+ratelimit://`` (``limits.aio``). The URL after the scheme is redis-py's.
+``async+redis+ratelimit://`` (``limits.aio``); the URL after the scheme is redis-py's. With
+``+cluster`` (``redis+ratelimit+cluster://h1:p1,h2:p2``) a Redis Cluster.
 Keyword options (Flask-Limiter's ``storage_options``) go to ``redis.Redis.from_url``.
 
 Strategies, each one module command (atomic, TTL set in the same call, no Lua):
@@ -36,6 +37,7 @@ import redis.asyncio
 from limits.aio.storage import MovingWindowSupport as AioMovingWindowSupport
 from limits.aio.storage import SlidingWindowCounterSupport as AioSlidingWindowCounterSupport
 from limits.aio.storage import Storage as AioStorage
+from limits._storage_scheme import parse_storage_uri
 from limits.limits import GRANULARITIES
 from limits.storage import MovingWindowSupport, SlidingWindowCounterSupport, Storage
 
@@ -63,8 +65,37 @@ def limit_from_key(key: str) -> Optional[int]:
 
 def _url(uri: str) -> str:
     scheme, sep, rest = uri.partition("://")
-    base = scheme.replace("async+", "", 1).replace("+ratelimit", "", 1)
+    base = scheme.replace("async+", "", 1).replace("+ratelimit", "", 1).replace("+cluster", "")
     return f"{base}{sep}{rest}"
+
+
+def _cluster_nodes(uri: str) -> List[Tuple[str, int]]:
+    locations = parse_storage_uri(uri).locations
+    if not locations:
+        raise ValueError(f"no host:port in {uri}")
+    return locations
+
+
+def _client(uri: str, options: Dict[str, Any], asyncio: bool) -> Any:
+    """redis-py's client for the URL: a cluster client for the ``+cluster`` schemes."""
+    if "+cluster" in uri.partition("://")[0]:
+        scheme = uri.partition("://")[0]
+        if scheme.startswith("async+"):
+            scheme = scheme[len("async+"):]
+        ssl = scheme.startswith("rediss")
+        if asyncio:
+            from redis.asyncio.cluster import ClusterNode as AsyncNode
+            from redis.asyncio.cluster import RedisCluster as AsyncCluster
+
+            return AsyncCluster(startup_nodes=[AsyncNode(h, p) for h, p in _cluster_nodes(uri)],
+                                ssl=ssl, **options)
+        from redis.cluster import ClusterNode, RedisCluster
+
+        return RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in _cluster_nodes(uri)],
+                            ssl=ssl, **options)
+    if asyncio:
+        return redis.asyncio.Redis.from_url(_url(uri), **options)
+    return redis.Redis.from_url(_url(uri), **options)
 
 
 class _Commands:
@@ -118,11 +149,21 @@ class _Commands:
     def sliding_args(self, key: str, limit: int, expiry: int, amount: int) -> List[Any]:
         return ["RL.SLIDING", self.k(key), limit, expiry * 1000, "COST", amount]
 
-    def clock_probe_args(self) -> List[Any]:
+    def clock_probe_args(self, key: str = "") -> List[Any]:
         """A DRYRUN on a key that never exists, with the longest window the module takes:
         its reset is the time to the next multiple of 10^12 ms, which gives the module's own
-        clock (the server's, or the test clock) without writing anything."""
-        return ["RL.FIXED", f"{self.prefix}:clock-probe", 1, _PROBE_MS, "DRYRUN"]
+        clock (the server's, or the test clock) without writing anything. The probe key is
+        in the slot of ``key`` (its hash tag), so that in a cluster it asks the same node."""
+        full = self.k(key)
+        i = full.find("{")
+        j = full.find("}", i + 1) if i >= 0 else -1
+        if i >= 0 and j > i + 1:
+            tag = full[i + 1:j]
+        elif "}" not in full:
+            tag = full
+        else:
+            tag = self.prefix
+        return ["RL.FIXED", f"{{{tag}}}:rl-clock-probe", 1, _PROBE_MS, "DRYRUN"]
 
     @staticmethod
     def module_now_ms(probe_reply: Any) -> int:
@@ -160,15 +201,15 @@ _PROBE_MS = 10**12
 class RateLimitStorage(_Commands, Storage, MovingWindowSupport, SlidingWindowCounterSupport):
     """limits storage (sync) on the module: ``redis+ratelimit://host:port/db``."""
 
-    STORAGE_SCHEME = ["redis+ratelimit", "rediss+ratelimit"]
+    STORAGE_SCHEME = ["redis+ratelimit", "rediss+ratelimit", "redis+ratelimit+cluster",
+                      "rediss+ratelimit+cluster"]
     DEPENDENCIES = ["redis"]
 
     def __init__(self, uri: str, key_prefix: str = "LIMITS", wrap_exceptions: bool = False,
                  client: Any = None, **options: Any) -> None:
         super().__init__(uri, wrap_exceptions=wrap_exceptions, **options)
         self.prefix = key_prefix
-        self.redis = client if client is not None else redis.Redis.from_url(_url(uri),
-                                                                            **options)
+        self.redis = client if client is not None else _client(uri, options, asyncio=False)
 
     @property
     def base_exceptions(self) -> Any:
@@ -228,7 +269,7 @@ class RateLimitStorage(_Commands, Storage, MovingWindowSupport, SlidingWindowCou
     def get_sliding_window(self, key: str, expiry: int) -> Tuple[int, float, int, float]:
         pipe = self.redis.pipeline(transaction=False)
         pipe.execute_command("RL.INFO", self.k(key))
-        pipe.execute_command(*self.clock_probe_args())
+        pipe.execute_command(*self.clock_probe_args(key))
         info, probe = pipe.execute()
         return self.sliding_window(expiry, info, self.module_now_ms(probe))
 
@@ -240,15 +281,15 @@ class AsyncRateLimitStorage(_Commands, AioStorage, AioMovingWindowSupport,
                             AioSlidingWindowCounterSupport):
     """limits.aio storage on the module: ``async+redis+ratelimit://host:port/db``."""
 
-    STORAGE_SCHEME = ["async+redis+ratelimit", "async+rediss+ratelimit"]
+    STORAGE_SCHEME = ["async+redis+ratelimit", "async+rediss+ratelimit",
+                      "async+redis+ratelimit+cluster", "async+rediss+ratelimit+cluster"]
     DEPENDENCIES = ["redis"]
 
     def __init__(self, uri: str, key_prefix: str = "LIMITS", wrap_exceptions: bool = False,
                  client: Any = None, **options: Any) -> None:
         super().__init__(uri, wrap_exceptions=wrap_exceptions, **options)
         self.prefix = key_prefix
-        self.redis = client if client is not None else redis.asyncio.Redis.from_url(
-            _url(uri), **options)
+        self.redis = client if client is not None else _client(uri, options, asyncio=True)
 
     @property
     def base_exceptions(self) -> Any:
@@ -312,7 +353,7 @@ class AsyncRateLimitStorage(_Commands, AioStorage, AioMovingWindowSupport,
                                  ) -> Tuple[int, float, int, float]:
         pipe = self.redis.pipeline(transaction=False)
         pipe.execute_command("RL.INFO", self.k(key))
-        pipe.execute_command(*self.clock_probe_args())
+        pipe.execute_command(*self.clock_probe_args(key))
         info, probe = await pipe.execute()
         return self.sliding_window(expiry, info, self.module_now_ms(probe))
 
