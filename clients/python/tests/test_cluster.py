@@ -7,7 +7,7 @@ import pytest
 import redis
 from redis.exceptions import RedisClusterException
 
-from conftest import NOW_MS, run
+from conftest import run
 from redis_ratelimit import (AsyncRateLimiter, Config, Decision, Limit, RateLimiter, Request,
                              Rule)
 from redis_ratelimit.middleware import Engine, run_async, run_sync

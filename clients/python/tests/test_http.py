@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import socket
 import time
 from typing import Any, List

@@ -129,7 +129,6 @@ def test_memory_limiter_decides_like_the_module(r, rule):
     """Random costs and clock steps: the in-memory fallback gives the module's replies."""
     now = [NOW_MS * 1000]
     mem = MemoryLimiter(clock=lambda: now[0])
-    rl = RateLimiter(r)
     rnd = random.Random(f"{rule.algorithm}{rule.params}")
     for i in range(600):
         cost = rnd.choice([1, 1, 1, 2, rule.limit])

@@ -91,8 +91,8 @@ def _client(uri: str, options: Dict[str, Any], asyncio: bool) -> Any:
                                 ssl=ssl, **options)
         from redis.cluster import ClusterNode, RedisCluster
 
-        return RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in _cluster_nodes(uri)],
-                            ssl=ssl, **options)
+        nodes = [ClusterNode(h, p) for h, p in _cluster_nodes(uri)]  # type: ignore[no-untyped-call]
+        return RedisCluster(startup_nodes=nodes, ssl=ssl, **options)
     if asyncio:
         return redis.asyncio.Redis.from_url(_url(uri), **options)
     return redis.Redis.from_url(_url(uri), **options)
