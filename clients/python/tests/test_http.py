@@ -170,3 +170,15 @@ def test_metrics_hook_sees_failures(serve, http, closed_url):
     (ev,) = events
     assert (ev.limit, ev.source, ev.refused) == ("user", "fail-open", False)
     assert ev.error is not None
+
+
+def test_queue_limit_shapes(r, serve, http):
+    """A QUEUE limit delays each admitted request by its delay_ms, then lets it through."""
+    base = serve(services.config(limits=[Limit("shape", Rule.queue(3, 100), services.ip_of)]))
+    elapsed, statuses = [], []
+    for _ in range(4):
+        t0 = time.monotonic()
+        statuses.append(http.get(base + "/").status_code)
+        elapsed.append(time.monotonic() - t0)
+    assert statuses == [200, 200, 200, 429]  # 3 waiting at most
+    assert elapsed[1] >= 0.1 and elapsed[2] >= 0.2  # delays 0, 100, 200 ms (module time)

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Awaitable, Callable, Dict, List, MutableMapping, Optional
 
 from .keys import Request
@@ -43,6 +44,8 @@ class RateLimitMiddleware:
         if out is None:
             await self.app(scope, receive, send)
             return
+        if out.delay_ms:  # a QUEUE limit shapes: this request proceeds at its turn
+            await asyncio.sleep(out.delay_ms / 1000)
         extra = [(k.lower().encode("latin-1"), v.encode("latin-1"))
                  for k, v in out.headers.items()]
         if out.status is not None:

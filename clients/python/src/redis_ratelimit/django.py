@@ -15,6 +15,7 @@ Django request in ``Request.state["django_request"]`` (see :func:`django_user`).
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Optional
 
 from django.conf import settings  # type: ignore[import-untyped]
@@ -59,6 +60,8 @@ class RateLimitMiddleware:
         if out.status is not None:
             resp = HttpResponse(out.body, status=out.status)
         else:
+            if out.delay_ms:  # a QUEUE limit shapes: this request proceeds at its turn
+                time.sleep(out.delay_ms / 1000)
             resp = self.get_response(request)
         for k, v in out.headers.items():
             resp[k] = v

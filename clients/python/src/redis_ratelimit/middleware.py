@@ -152,6 +152,7 @@ class Outcome:
     status: Optional[int]
     headers: Dict[str, str]
     body: bytes = b""
+    delay_ms: int = 0  # an admitted QUEUE rule's delay: wait this long, then proceed
 
 
 # A batch: the calls it decides, the command's arguments, and the reply's parser.
@@ -255,7 +256,8 @@ class Engine:
                     "violated-policies": closed}
             return Outcome(503, {"Content-Type": "application/problem+json",
                                  "Retry-After": "1"}, json.dumps(body).encode())
-        return Outcome(None, headers)
+        delay = max((i.decision.delay_ms or 0 for i in items), default=0)
+        return Outcome(None, headers, b"", delay)
 
     def _report(self, ev: Event) -> None:
         hook = self.config.on_decision

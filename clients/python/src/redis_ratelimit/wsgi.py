@@ -7,6 +7,7 @@ Sync: each checked request costs one round trip to Redis (two with shadow limits
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Dict, Iterable, List, Optional
 
 from .keys import Request
@@ -49,6 +50,8 @@ class RateLimitMiddleware:
             start_response(_REASONS[out.status], [*out.headers.items(),
                                                   ("Content-Length", str(len(out.body)))])
             return [out.body]
+        if out.delay_ms:  # a QUEUE limit shapes: this request proceeds at its turn
+            time.sleep(out.delay_ms / 1000)
         extra = list(out.headers.items())
 
         def start(status: str, headers: List[Any], exc_info: Any = None) -> Any:
