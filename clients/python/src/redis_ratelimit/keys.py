@@ -7,12 +7,14 @@ an anonymous request).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import ipaddress
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 IPNetwork = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
+IPAddress = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,8 @@ def parse_networks(nets: Iterable[str]) -> Tuple[IPNetwork, ...]:
     return tuple(ipaddress.ip_network(n, strict=False) for n in nets)
 
 
-def _address(text: str) -> Optional[Union[ipaddress.IPv4Address, ipaddress.IPv6Address]]:
+@functools.lru_cache(maxsize=65536)  # the same clients come back: parse each address once
+def _address(text: str) -> Optional[IPAddress]:
     """The address in ``text``: strips a port (``1.2.3.4:80``, ``[::1]:80``) and maps
     IPv4-mapped IPv6 (``::ffff:1.2.3.4``) to IPv4. None if it is not an address."""
     a = text.strip().strip('"')
@@ -62,6 +65,20 @@ def _address(text: str) -> Optional[Union[ipaddress.IPv4Address, ipaddress.IPv6A
     return ip
 
 
+def _client_ip(peer: str, forwarded_for: Sequence[str], trusted: Sequence[IPNetwork]
+               ) -> Optional[IPAddress]:
+    cur = _address(peer)
+    if cur is None or not trusted:
+        return cur
+    hops = [h for line in forwarded_for for h in line.split(",") if h.strip()]
+    while hops and any(cur in net for net in trusted if net.version == cur.version):
+        nxt = _address(hops.pop())
+        if nxt is None:
+            break
+        cur = nxt
+    return cur
+
+
 def client_address(peer: str, forwarded_for: Sequence[str],
                    trusted: Sequence[IPNetwork] = ()) -> Optional[str]:
     """The client's address behind trusted proxies.
@@ -73,26 +90,22 @@ def client_address(peer: str, forwarded_for: Sequence[str],
     malformed entry stops the walk at the last good hop. With no trusted networks the header
     is ignored.
     """
-    cur = _address(peer)
-    if cur is None:
-        return None
-    hops = [h for line in forwarded_for for h in line.split(",") if h.strip()]
-    while hops and any(cur in net for net in trusted if net.version == cur.version):
-        nxt = _address(hops.pop())
-        if nxt is None:
-            break
-        cur = nxt
-    return str(cur)
+    ip = _client_ip(peer, forwarded_for, trusted)
+    return None if ip is None else str(ip)
 
 
-def ip_key(address: str, ipv6_prefix: int = 64, ipv4_prefix: int = 32) -> str:
+@functools.lru_cache(maxsize=65536)
+def ip_key(address: Union[str, IPAddress], ipv6_prefix: int = 64, ipv4_prefix: int = 32
+           ) -> str:
     """The identity of an address: IPv4 per address (``/32``), IPv6 per ``/64`` (the
     prefix one home connection or one server usually gets, inside which a client can pick
     any address), written as a network: ``2001:db8:1:2::/64``."""
-    ip = ipaddress.ip_address(address)
+    ip = ipaddress.ip_address(address) if isinstance(address, str) else address
     plen = ipv6_prefix if ip.version == 6 else ipv4_prefix
-    net = ipaddress.ip_network(f"{ip}/{plen}", strict=False)
-    return str(ip) if net.prefixlen == ip.max_prefixlen else str(net)
+    if plen >= ip.max_prefixlen:
+        return str(ip)
+    shift = ip.max_prefixlen - plen
+    return str(ipaddress.ip_network((int(ip) >> shift << shift, plen)))
 
 
 def by_ip(trusted_proxies: Iterable[str] = (), ipv6_prefix: int = 64) -> KeyFunc:
@@ -100,8 +113,8 @@ def by_ip(trusted_proxies: Iterable[str] = (), ipv6_prefix: int = 64) -> KeyFunc
     nets = parse_networks(trusted_proxies)
 
     def key(req: Request) -> Optional[str]:
-        addr = client_address(req.peer, req.header_list("x-forwarded-for"), nets)
-        return None if addr is None else ip_key(addr, ipv6_prefix)
+        ip = _client_ip(req.peer, req.header_list("x-forwarded-for"), nets)
+        return None if ip is None else ip_key(ip, ipv6_prefix)
 
     return key
 
