@@ -90,8 +90,11 @@ python_suite() {
     fi
     local user=()
     [[ "$py" == "$PYTHON" ]] && user=(--user)
-    PIP_BREAK_SYSTEM_PACKAGES=1 "$py" -m pip install -q --disable-pip-version-check "${user[@]}" \
-        -r "$dir/requirements-test.txt" ||
+    # From examples/python: its requirements install ../../clients/python (the package).
+    (cd "$dir" && PIP_BREAK_SYSTEM_PACKAGES=1 "$py" -m pip install -q --disable-pip-version-check \
+        "${user[@]}" --force-reinstall --no-deps ../../clients/python &&
+        PIP_BREAK_SYSTEM_PACKAGES=1 "$py" -m pip install -q --disable-pip-version-check \
+            "${user[@]}" -r requirements-test.txt) ||
         { echo "examples: error: pip install failed" >&2; return 2; }
     start_server python || return 2
     say "python: pytest examples/python/tests (redis-server on port $PORT)"

@@ -24,7 +24,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from app import create_app  # noqa: E402
-from ratelimit_middleware import connect  # noqa: E402
+from redis_ratelimit import connect  # noqa: E402
 
 ROOT = HERE.parents[2]
 NOW_MS = 1_700_000_040_000  # a multiple of 60 000: sliding windows start here
@@ -85,10 +85,10 @@ class Server:
             target=self.http.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
         self.thread.start()
 
-    def get(self, path="/", headers=None):
+    def get(self, path="/", headers=None, method="GET"):
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
         try:
-            conn.request("GET", path, headers=headers or {})
+            conn.request(method, path, headers=headers or {})
             resp = conn.getresponse()
             resp.body = resp.read()
             return resp
@@ -102,11 +102,12 @@ class Server:
 
 @pytest.fixture
 def serve(redis_port):
-    """serve(config, redis_url=None) -> Server; the client built by `connect` (50 ms)."""
+    """serve(config, redis_url=None) -> Server; the client built by `connect`."""
     started = []
 
     def start(config, redis_url=None):
-        client = connect(redis_url or f"redis://127.0.0.1:{redis_port}/0")
+        # 1 s: a loaded test machine must not turn a slow reply into a fail-open
+        client = connect(redis_url or f"redis://127.0.0.1:{redis_port}/0", timeout=1.0)
         server = Server(create_app(client, config))
         started.append((server, client))
         return server

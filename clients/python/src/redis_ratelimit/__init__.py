@@ -1,0 +1,23 @@
+"""Python client for the redis-ratelimit Redis module.
+
+* :class:`RateLimiter` / :class:`AsyncRateLimiter`: one method per command, typed replies.
+* :mod:`redis_ratelimit.headers`: draft-ietf-httpapi-ratelimit-headers-10 rendering.
+* :mod:`redis_ratelimit.wsgi`, :mod:`.asgi`, :mod:`.django`: HTTP middleware.
+* :mod:`redis_ratelimit.limits_storage`: a storage for ``limits`` (Flask-Limiter, slowapi),
+  registered as ``redis+ratelimit://`` when imported.
+"""
+
+from ._protocol import AllDecision, Decision, Options, Rule
+from .client import AsyncRateLimiter, RateLimiter, connect, connect_async
+from .headers import Item, render, reset_seconds
+from .keys import Request, by_api_key, by_ip, by_org, by_user, client_address, ip_key
+from .memory import MemoryLimiter
+from .middleware import Config, Event, Limit, Route
+
+__all__ = [
+    "AllDecision", "AsyncRateLimiter", "Config", "Decision", "Event", "Item", "Limit",
+    "MemoryLimiter", "Options", "RateLimiter", "Request", "Route", "Rule", "by_api_key",
+    "by_ip", "by_org", "by_user", "client_address", "connect", "connect_async", "ip_key",
+    "render", "reset_seconds",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,63 @@
+"""ASGI middleware (FastAPI, Starlette, any ASGI app), asyncio-native: it awaits
+``redis.asyncio`` and never blocks the event loop.
+
+    app.add_middleware(RateLimitMiddleware, redis=connect_async(url), config=Config(...))
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Awaitable, Callable, Dict, List, MutableMapping, Optional
+
+from .keys import Request
+from .middleware import Config, Engine, Outcome, run_async
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+
+def request_from_scope(scope: Scope) -> Request:
+    headers: Dict[str, List[str]] = {}
+    for k, v in scope.get("headers") or ():
+        headers.setdefault(k.decode("latin-1").lower(), []).append(v.decode("latin-1"))
+    client = scope.get("client")
+    return Request(scope.get("method", "GET"), scope.get("path", "/"), headers,
+                   client[0] if client else "", dict(scope.get("state") or {}))
+
+
+class RateLimitMiddleware:
+    def __init__(self, app: Callable[..., Awaitable[None]], *, redis: Any, config: Config):
+        self.app = app
+        self.redis = redis
+        self.engine = Engine(config)
+
+    async def check(self, req: Request) -> Optional[Outcome]:
+        plan = self.engine.plan(req)
+        return None if plan is None else await run_async(self.engine, self.redis, plan)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        out = await self.check(request_from_scope(scope))
+        if out is None:
+            await self.app(scope, receive, send)
+            return
+        if out.delay_ms:  # a QUEUE limit shapes: this request proceeds at its turn
+            await asyncio.sleep(out.delay_ms / 1000)
+        extra = [(k.lower().encode("latin-1"), v.encode("latin-1"))
+                 for k, v in out.headers.items()]
+        if out.status is not None:
+            await send({"type": "http.response.start", "status": out.status,
+                        "headers": [*extra, (b"content-length", str(len(out.body)).encode())]})
+            await send({"type": "http.response.body", "body": out.body})
+            return
+
+        async def send_with_headers(msg: MutableMapping[str, Any]) -> None:
+            if msg["type"] == "http.response.start":
+                msg = dict(msg)
+                msg["headers"] = [*msg.get("headers", ()), *extra]
+            await send(msg)
+
+        await self.app(scope, receive, send_with_headers)
