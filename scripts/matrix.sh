@@ -153,7 +153,7 @@ for n in "${NAMES[@]}"; do
     say "$n ($version): integration tests (RL_SERVER=$bin cargo test --profile $PROFILE --tests)"
     # The command fuzzer runs 20 s on the two primary servers, 8 s on the others.
     case $n in redis-7.0 | valkey-9.1.2) fz=${RL_FUZZ_SECONDS:-20} ;; *) fz=${RL_FUZZ_SECONDS:-8} ;; esac
-    RL_FUZZ_SECONDS=$fz RL_SERVER=$bin "$CARGO" test --profile "$PROFILE" --tests >"$OUT/$n.cargo.log" 2>&1
+    RL_FUZZ_SECONDS=$fz RL_SERVER=$bin "$CARGO" test --profile "$PROFILE" --no-fail-fast --tests >"$OUT/$n.cargo.log" 2>&1
     crc=$?
     read -r cp cf < <(cargo_counts "$OUT/$n.cargo.log")
     grep -E '^test .* FAILED$|panicked at|^error' "$OUT/$n.cargo.log" | head -n 40
