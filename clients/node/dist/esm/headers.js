@@ -19,8 +19,10 @@
 //    whatever they are: if the current window has a count (reset_after_ms > window_ms) the
 //    current window ends in reset_after_ms - window_ms and one more unit is back at most
 //    window_ms / (limit - remaining) later; else only the previous window weighs, and a unit is
-//    back within reset_after_ms / (limit - remaining). Well before a full reset (for a limit of
-//    100 with 10 spent, a tenth of a window instead of two windows).
+//    back within reset_after_ms / (limit - remaining). Both before the full reset: for a
+//    limit of 100 with 10 spent, the current window's end plus a tenth of a window instead of
+//    two windows, or a tenth of what is left of the previous window's weight. (Exact would
+//    need the two counts: RL.INFO, another round trip.)
 //  - LOG: reset_after_ms (when the newest entry ages out: exact when one request is logged,
 //    an upper bound otherwise; the oldest entry's age is not in the reply).
 // All in milliseconds, then rounded up to whole seconds, so a client that waits t seconds
