@@ -74,6 +74,9 @@ export interface LimitOutcome {
    * failed-open / failed-closed: Redis failed and the limit let the request through / not. */
   source: 'redis' | 'fallback' | 'failed-open' | 'failed-closed';
   decision?: Decision;
+  /** The module's reply when `decision.remaining` had the request's cost added back (a
+   * rule that would have admitted, in an RL.ALL refused by another). */
+  reply?: Decision;
   error?: unknown;
 }
 
@@ -237,18 +240,18 @@ export function createGuard(options: GuardOptions): Guard {
   }
 
   // One promise per group; each resolves to decisions in the group's order.
-  function send(group: Planned[]): Promise<Decision[]> {
+  function send(group: Planned[]): Promise<{ decision: Decision; reply?: Decision }[]> {
     if (group.length === 1) {
       const [p] = group;
       return limiter.check(p.key, p.spec.rule, { cost: p.cost === 1 ? undefined : p.cost, timeoutMs })
-        .then((d) => [d]);
+        .then((d) => [{ decision: d }]);
     }
     return limiter.all(group.map((p) => ({ key: p.key, rule: p.spec.rule, cost: p.cost === 1 ? undefined : p.cost })),
       { timeoutMs }).then((r) => r.decisions.map((d, i) => {
       // Refused as a whole: nothing was spent anywhere. A rule that would have admitted
       // counted this request in its remaining (as DRYRUN does): add its cost back.
-      if (r.allowed || !d.allowed) return d;
-      return { ...d, remaining: Math.min(d.limit, d.remaining + group[i].cost) };
+      if (r.allowed || !d.allowed) return { decision: d };
+      return { decision: { ...d, remaining: Math.min(d.limit, d.remaining + group[i].cost) }, reply: d };
     }));
   }
 
@@ -288,7 +291,7 @@ export function createGuard(options: GuardOptions): Guard {
       group.forEach((p, i) => {
         const base = { name: p.spec.name, key: p.key, cost: p.cost, shadow: p.shadow };
         if (s.status === 'fulfilled') {
-          outcomes.push({ ...base, source: 'redis', decision: s.value[i] });
+          outcomes.push({ ...base, source: 'redis', ...s.value[i] });
           return;
         }
         const err = s.reason;
@@ -311,7 +314,7 @@ export function createGuard(options: GuardOptions): Guard {
     const shadowRefused = outcomes.some((o) => o.shadow && o.decision && !o.decision.allowed);
     const items: HeaderItem[] = outcomes
       .filter((o) => !o.shadow && o.decision)
-      .map((o) => ({ name: o.name, rule: rule(o, planned), decision: o.decision! }));
+      .map((o) => ({ name: o.name, rule: rule(o, planned), decision: o.decision!, basis: o.reply }));
     const headers = rateLimitHeaders(items, headerOpts);
 
     if (outcomes.some((o) => o.source === 'failed-closed')) {

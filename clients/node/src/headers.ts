@@ -41,6 +41,10 @@ export interface HeaderItem {
   /** The rule, for `w` and `t`; without it `w` is omitted and t = reset_after_ms. */
   rule?: Rule;
   decision: Decision;
+  /** The decision `t` is derived from, when `decision.remaining` was adjusted: an RL.ALL
+   * refused by another rule replies for this one as if the request were spent (as DRYRUN);
+   * adding its cost back to `remaining` alone would shift `t`, the reply as given does not. */
+  basis?: Decision;
 }
 
 export interface HeaderOptions {
@@ -146,7 +150,7 @@ export function rateLimitHeaders(items: HeaderItem[], o: HeaderOptions = {}): Re
       return `${sfString(it.name)};q=${q}${it.rule ? `;w=${windowSeconds(it.rule)}` : ''}`;
     }).join(', ');
     h.RateLimit = items.map((it) => {
-      const t = resetParameter(it.decision, it.rule);
+      const t = resetParameter(it.basis ?? it.decision, it.rule);
       return `${sfString(it.name)};r=${Math.max(0, it.decision.remaining)}${t === null ? '' : `;t=${t}`}`;
     }).join(', ');
   }

@@ -123,7 +123,7 @@ test('user and org checked together with one RL.ALL, keys under one hash tag', a
   const r = await as('alice');
   assert.equal(r.status, 429);
   assert.deepEqual(JSON.parse(r.body_)['violated-policies'], ['org']);
-  assert.equal(r.headers.get('RateLimit'), '"user";r=1;t=5, "org";r=0;t=75');
+  assert.equal(r.headers.get('RateLimit'), '"user";r=1;t=2, "org";r=0;t=75');
   assert.equal(r.headers.get('Retry-After'), '75');
   assert.deepEqual((await adm.keys('rl:*')).sort(),
     ['rl:{org:acme}:org:acme', 'rl:{org:acme}:user:alice', 'rl:{org:acme}:user:bob']);

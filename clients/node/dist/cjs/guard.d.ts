@@ -59,6 +59,9 @@ export interface LimitOutcome {
      * failed-open / failed-closed: Redis failed and the limit let the request through / not. */
     source: 'redis' | 'fallback' | 'failed-open' | 'failed-closed';
     decision?: Decision;
+    /** The module's reply when `decision.remaining` had the request's cost added back (a
+     * rule that would have admitted, in an RL.ALL refused by another). */
+    reply?: Decision;
     error?: unknown;
 }
 export interface DecisionEvent {

@@ -110,14 +110,14 @@ function createGuard(options) {
         if (group.length === 1) {
             const [p] = group;
             return limiter.check(p.key, p.spec.rule, { cost: p.cost === 1 ? undefined : p.cost, timeoutMs })
-                .then((d) => [d]);
+                .then((d) => [{ decision: d }]);
         }
         return limiter.all(group.map((p) => ({ key: p.key, rule: p.spec.rule, cost: p.cost === 1 ? undefined : p.cost })), { timeoutMs }).then((r) => r.decisions.map((d, i) => {
             // Refused as a whole: nothing was spent anywhere. A rule that would have admitted
             // counted this request in its remaining (as DRYRUN does): add its cost back.
             if (r.allowed || !d.allowed)
-                return d;
-            return { ...d, remaining: Math.min(d.limit, d.remaining + group[i].cost) };
+                return { decision: d };
+            return { decision: { ...d, remaining: Math.min(d.limit, d.remaining + group[i].cost) }, reply: d };
         }));
     }
     async function check(base, route) {
@@ -160,7 +160,7 @@ function createGuard(options) {
             group.forEach((p, i) => {
                 const base = { name: p.spec.name, key: p.key, cost: p.cost, shadow: p.shadow };
                 if (s.status === 'fulfilled') {
-                    outcomes.push({ ...base, source: 'redis', decision: s.value[i] });
+                    outcomes.push({ ...base, source: 'redis', ...s.value[i] });
                     return;
                 }
                 const err = s.reason;
@@ -183,7 +183,7 @@ function createGuard(options) {
         const shadowRefused = outcomes.some((o) => o.shadow && o.decision && !o.decision.allowed);
         const items = outcomes
             .filter((o) => !o.shadow && o.decision)
-            .map((o) => ({ name: o.name, rule: rule(o, planned), decision: o.decision }));
+            .map((o) => ({ name: o.name, rule: rule(o, planned), decision: o.decision, basis: o.reply }));
         const headers = (0, headers_js_1.rateLimitHeaders)(items, headerOpts);
         if (outcomes.some((o) => o.source === 'failed-closed')) {
             const h = { 'Retry-After': '1' };

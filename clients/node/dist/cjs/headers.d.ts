@@ -5,6 +5,10 @@ export interface HeaderItem {
     /** The rule, for `w` and `t`; without it `w` is omitted and t = reset_after_ms. */
     rule?: Rule;
     decision: Decision;
+    /** The decision `t` is derived from, when `decision.remaining` was adjusted: an RL.ALL
+     * refused by another rule replies for this one as if the request were spent (as DRYRUN);
+     * adding its cost back to `remaining` alone would shift `t`, the reply as given does not. */
+    basis?: Decision;
 }
 export interface HeaderOptions {
     /** `RateLimit-Policy` and `RateLimit` (default true). */
