@@ -4,12 +4,14 @@
 // shells around `createGuard`.
 
 import { createHash } from 'node:crypto';
-import type { IncomingHttpHeaders } from 'node:http';
 import { rateLimitHeaders, type HeaderItem } from './headers.js';
 import { addressKey, clientAddress, Networks, type TrustedProxies } from './ip.js';
 import { type Limiter } from './limiter.js';
 import { MemoryLimiter } from './memory.js';
 import type { Decision, Rule } from './types.js';
+
+/** Request headers as Node gives them (lower-case names). */
+export type Headers = Record<string, string | string[] | undefined>;
 
 /** What a key function sees of a request. */
 export interface RequestContext {
@@ -18,7 +20,7 @@ export interface RequestContext {
   method: string;
   /** The path without the query string. */
   path: string;
-  headers: IncomingHttpHeaders;
+  headers: Headers;
   /** The TCP peer. */
   remoteAddress: string | undefined;
   /** The client's address (trusted proxies applied), IPv6 reduced to its /64 (ipv6Prefix). */

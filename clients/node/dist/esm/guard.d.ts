@@ -1,7 +1,8 @@
-import type { IncomingHttpHeaders } from 'node:http';
 import { type Limiter } from './limiter.js';
 import { MemoryLimiter } from './memory.js';
 import type { Decision, Rule } from './types.js';
+/** Request headers as Node gives them (lower-case names). */
+export type Headers = Record<string, string | string[] | undefined>;
 /** What a key function sees of a request. */
 export interface RequestContext {
     /** The framework's request object (Express `req`, Fastify `request`). */
@@ -9,7 +10,7 @@ export interface RequestContext {
     method: string;
     /** The path without the query string. */
     path: string;
-    headers: IncomingHttpHeaders;
+    headers: Headers;
     /** The TCP peer. */
     remoteAddress: string | undefined;
     /** The client's address (trusted proxies applied), IPv6 reduced to its /64 (ipv6Prefix). */
