@@ -1,0 +1,46 @@
+"use strict";
+// A Fastify plugin (Fastify 4 and 5), registered like a fastify-plugin plugin: its onRequest
+// hook applies to every route of the instance it is registered on (not encapsulated).
+//
+//   await app.register(fastifyRateLimit, { limiter, limits: [...], exempt: ['/health'] });
+//   app.post('/login', { config: { rateLimit: { limits: [loginLimit] } } }, handler);
+//   app.get('/health', { config: { rateLimit: false } }, handler);
+Object.defineProperty(exports, "__esModule", { value: true });
+exports.fastifyRateLimit = void 0;
+const guard_js_1 = require("./guard.js");
+const express_js_1 = require("./express.js");
+function plugin(fastify, options, done) {
+    let guard;
+    try {
+        guard = (0, guard_js_1.createGuard)(options);
+    }
+    catch (err) {
+        done(err);
+        return;
+    }
+    const g = guard;
+    fastify.addHook('onRequest', async (request, reply) => {
+        const config = request.routeOptions?.config ?? request.context?.config ?? {};
+        const route = config.rateLimit;
+        const r = await g.check({
+            req: request,
+            method: request.method,
+            path: (0, express_js_1.pathOf)(request.raw?.url ?? request.url),
+            headers: request.headers,
+            remoteAddress: request.raw?.socket?.remoteAddress ?? request.socket?.remoteAddress,
+        }, route);
+        reply.headers(r.headers);
+        if (r.status !== 200) {
+            reply.code(r.status).type('application/problem+json').send(JSON.stringify(r.body));
+            return reply;
+        }
+        return undefined;
+    });
+    done();
+}
+// What fastify-plugin sets: no encapsulation (the hook reaches the parent's routes), a name.
+const p = plugin;
+p[Symbol.for('skip-override')] = true;
+p[Symbol.for('fastify.display-name')] = 'redis-ratelimit';
+p[Symbol.for('plugin-meta')] = { name: 'redis-ratelimit', fastify: '>=4' };
+exports.fastifyRateLimit = plugin;

@@ -1,0 +1,210 @@
+"use strict";
+// The framework-independent part of the HTTP middlewares: which limits apply to a request,
+// one round trip to Redis for them, what to do when Redis cannot answer, the headers, and
+// the answer (pass, 429, 503). The Express middleware and the Fastify plugin are thin
+// shells around `createGuard`.
+Object.defineProperty(exports, "__esModule", { value: true });
+exports.keys = void 0;
+exports.createGuard = createGuard;
+const node_crypto_1 = require("node:crypto");
+const headers_js_1 = require("./headers.js");
+const ip_js_1 = require("./ip.js");
+const memory_js_1 = require("./memory.js");
+const QUOTA_EXCEEDED = 'https://iana.org/assignments/http-problem-types#quota-exceeded';
+function matches(m, ctx) {
+    if (typeof m === 'function')
+        return m(ctx);
+    if (m instanceof RegExp)
+        return m.test(ctx.path);
+    if (m.endsWith('/*')) {
+        const base = m.slice(0, -2);
+        return ctx.path === base || ctx.path.startsWith(`${base}/`);
+    }
+    return ctx.path === m;
+}
+/** Key functions for the usual identities. Each returns null when the request has no such
+ * identity, so the limit does not apply (e.g. a user limit on an anonymous request). */
+exports.keys = {
+    /** The client address (trusted proxies applied, IPv6 on its /64). */
+    ip: () => (ctx) => ctx.ip || null,
+    /** A user id taken from the request (e.g. `(req) => req.user?.id`). */
+    user: (get) => (ctx) => get(ctx.req), // eslint-disable-line @typescript-eslint/no-explicit-any
+    /** An organisation / tenant id taken from the request. */
+    org: (get) => (ctx) => get(ctx.req), // eslint-disable-line @typescript-eslint/no-explicit-any
+    /** An API key from a header (default `x-api-key`; `authorization` takes a Bearer token),
+     * stored as a SHA-256 prefix so that Redis never holds the secret. */
+    apiKey: (o = {}) => (ctx) => {
+        const name = (o.header ?? 'x-api-key').toLowerCase();
+        let v = ctx.headers[name];
+        if (Array.isArray(v))
+            v = v[0];
+        if (!v)
+            return null;
+        if (name === 'authorization') {
+            const m = /^bearer\s+(\S+)\s*$/i.exec(v);
+            if (!m)
+                return null;
+            v = m[1];
+        }
+        return (0, node_crypto_1.createHash)('sha256').update(v).digest('base64url').slice(0, 22);
+    },
+};
+function createGuard(options) {
+    const { limiter } = options;
+    if (!limiter || typeof limiter.check !== 'function') {
+        throw new TypeError('redis-ratelimit: the guard needs `limiter` (createLimiter(client))');
+    }
+    const keyPrefix = options.keyPrefix ?? 'rl:';
+    const timeoutMs = options.timeoutMs ?? 50;
+    const v6Prefix = options.ipv6Prefix ?? 64;
+    const trusted = Array.isArray(options.trustedProxies)
+        ? new ip_js_1.Networks(options.trustedProxies) : options.trustedProxies;
+    const atomic = options.atomic ?? (!limiter.isCluster || !!options.hashTag);
+    const memory = options.memory ?? new memory_js_1.MemoryLimiter();
+    const logger = options.logger ?? console;
+    const headerOpts = options.headers ?? {};
+    const report = (event) => {
+        if (!options.onDecision)
+            return;
+        try {
+            options.onDecision(event);
+        }
+        catch (err) {
+            logger.error(`redis-ratelimit: onDecision threw: ${String(err)}`);
+        }
+    };
+    function limitsFor(ctx, route) {
+        let list = options.limits ?? [];
+        for (const r of options.routes ?? []) {
+            if (!matches(r.path, ctx))
+                continue;
+            if (r.methods && !r.methods.some((m) => m.toUpperCase() === ctx.method.toUpperCase()))
+                continue;
+            if (r.limits === false)
+                return false;
+            list = r.replace ? r.limits : [...list, ...r.limits];
+            break;
+        }
+        if (route === false)
+            return false;
+        if (route?.limits)
+            list = route.replace ? route.limits : [...list, ...route.limits];
+        return list;
+    }
+    async function plan(ctx, specs) {
+        const tag = options.hashTag?.(ctx);
+        const tagPart = tag ? `{${tag}}:` : '';
+        const out = [];
+        for (const spec of specs) {
+            const id = await spec.key(ctx);
+            if (id === null || id === undefined || id === '')
+                continue;
+            const cost = typeof spec.cost === 'function' ? await spec.cost(ctx) : (spec.cost ?? 1);
+            out.push({ spec, key: `${keyPrefix}${tagPart}${spec.name}:${id}`, cost,
+                shadow: spec.shadow ?? !!options.shadow });
+        }
+        return out;
+    }
+    // One promise per group; each resolves to decisions in the group's order.
+    function send(group) {
+        if (group.length === 1) {
+            const [p] = group;
+            return limiter.check(p.key, p.spec.rule, { cost: p.cost === 1 ? undefined : p.cost, timeoutMs })
+                .then((d) => [{ decision: d }]);
+        }
+        return limiter.all(group.map((p) => ({ key: p.key, rule: p.spec.rule, cost: p.cost === 1 ? undefined : p.cost })), { timeoutMs }).then((r) => r.decisions.map((d, i) => {
+            // Refused as a whole: nothing was spent anywhere. A rule that would have admitted
+            // counted this request in its remaining (as DRYRUN does): add its cost back.
+            if (r.allowed || !d.allowed)
+                return { decision: d };
+            return { decision: { ...d, remaining: Math.min(d.limit, d.remaining + group[i].cost) }, reply: d };
+        }));
+    }
+    async function check(base, route) {
+        const started = performance.now();
+        const ctx = {
+            ...base,
+            ip: (() => {
+                const addr = (0, ip_js_1.clientAddress)(base.remoteAddress, base.headers['x-forwarded-for'], trusted);
+                return (0, ip_js_1.addressKey)(addr, v6Prefix) ?? addr;
+            })(),
+        };
+        const done = (status, outcome, limits, headers, body, shadowRefused = false) => {
+            const event = { ctx, outcome, shadowRefused, limits, durationMs: performance.now() - started };
+            report(event);
+            return { status, headers, body, event };
+        };
+        const exempt = (options.exempt ?? []).some((m) => matches(m, ctx));
+        const specs = exempt ? false : limitsFor(ctx, route);
+        if (specs === false || specs.length === 0)
+            return done(200, 'exempt', [], {});
+        const planned = await plan(ctx, specs);
+        if (!planned.length)
+            return done(200, 'exempt', [], {});
+        // Enforced limits in one RL.ALL (atomic) or one command each; shadow limits on their own
+        // so that a shadow refusal never stops an enforced limit from spending, and vice versa.
+        const enforced = planned.filter((p) => !p.shadow);
+        const groups = [];
+        if (atomic && enforced.length > 1)
+            groups.push(enforced);
+        else
+            for (const p of enforced)
+                groups.push([p]);
+        for (const p of planned)
+            if (p.shadow)
+                groups.push([p]);
+        const settled = await Promise.allSettled(groups.map(send));
+        const outcomes = [];
+        groups.forEach((group, gi) => {
+            const s = settled[gi];
+            group.forEach((p, i) => {
+                const base = { name: p.spec.name, key: p.key, cost: p.cost, shadow: p.shadow };
+                if (s.status === 'fulfilled') {
+                    outcomes.push({ ...base, source: 'redis', ...s.value[i] });
+                    return;
+                }
+                const err = s.reason;
+                if (p.spec.fallback) {
+                    const rule = p.spec.fallback === true ? p.spec.rule : p.spec.fallback;
+                    outcomes.push({ ...base, source: 'fallback', decision: memory.check(p.key, rule, p.cost), error: err });
+                }
+                else {
+                    outcomes.push({ ...base, source: p.spec.failOpen === false && !p.shadow ? 'failed-closed' : 'failed-open', error: err });
+                }
+            });
+        });
+        for (const o of outcomes) {
+            if (o.error !== undefined) {
+                const msg = o.error instanceof Error ? o.error.message : String(o.error);
+                const how = o.source === 'fallback' ? 'in-memory fallback' : o.source === 'failed-open' ? 'failing open' : 'failing closed';
+                logger.warn(`redis-ratelimit: limit "${o.name}" could not reach Redis (${how}): ${msg}`);
+            }
+        }
+        const shadowRefused = outcomes.some((o) => o.shadow && o.decision && !o.decision.allowed);
+        const items = outcomes
+            .filter((o) => !o.shadow && o.decision)
+            .map((o) => ({ name: o.name, rule: rule(o, planned), decision: o.decision, basis: o.reply }));
+        const headers = (0, headers_js_1.rateLimitHeaders)(items, headerOpts);
+        if (outcomes.some((o) => o.source === 'failed-closed')) {
+            const h = { 'Retry-After': '1' };
+            return done(503, 'unavailable', outcomes, h, {
+                type: 'about:blank', title: 'Rate limiter unavailable', status: 503,
+            }, shadowRefused);
+        }
+        const refused = outcomes.filter((o) => !o.shadow && o.decision && !o.decision.allowed);
+        if (refused.length) {
+            return done(429, 'refused', outcomes, headers, {
+                type: QUOTA_EXCEEDED,
+                title: 'Request cannot be satisfied as assigned quota has been exceeded',
+                status: 429,
+                'violated-policies': refused.map((o) => o.name),
+            }, shadowRefused);
+        }
+        return done(200, 'allowed', outcomes, headers, undefined, shadowRefused);
+    }
+    function rule(o, planned) {
+        const p = planned.find((x) => x.key === o.key && x.spec.name === o.name);
+        return o.source === 'fallback' && p.spec.fallback && p.spec.fallback !== true ? p.spec.fallback : p.spec.rule;
+    }
+    return { check, options };
+}

@@ -1,0 +1,39 @@
+import type { Decision, Rule } from './types.js';
+export interface HeaderItem {
+    /** The policy name (a structured-field string). */
+    name: string;
+    /** The rule, for `w` and `t`; without it `w` is omitted and t = reset_after_ms. */
+    rule?: Rule;
+    decision: Decision;
+    /** The decision `t` is derived from, when `decision.remaining` was adjusted: an RL.ALL
+     * refused by another rule replies for this one as if the request were spent (as DRYRUN);
+     * adding its cost back to `remaining` alone would shift `t`, the reply as given does not. */
+    basis?: Decision;
+}
+export interface HeaderOptions {
+    /** `RateLimit-Policy` and `RateLimit` (default true). */
+    draft?: boolean;
+    /** `X-RateLimit-Limit`, `-Remaining`, `-Reset` (default false). */
+    legacy?: boolean;
+    /** The current time for X-RateLimit-Reset (default Date.now()). */
+    nowMs?: number;
+}
+/** The policy window `w` in seconds: for GCRA / TOKENBUCKET / QUEUE the time an exhausted
+ * key takes to refill completely (limit x emission interval), else the window. */
+export declare function windowSeconds(rule: Rule): number;
+/** The quota `q` of a rule (what a fresh key admits at once). */
+export declare function quota(rule: Rule): number;
+/** Milliseconds until additional quota is available (see the top of this file); null when
+ * the quota is full and none is coming. */
+export declare function nextQuotaMs(d: Decision, rule?: Rule): number | null;
+/** The `t` parameter in seconds (null: omit it). */
+export declare function resetParameter(d: Decision, rule?: Rule): number | null;
+/** A structured-field string (RFC 8941 §3.3.3): printable ASCII, `"` and `\` escaped. */
+export declare function sfString(s: string): string;
+/** The tightest of several decisions: a refusing one with the longest wait, else the one
+ * with the fewest remaining (then the longest reset). */
+export declare function tightest<T extends {
+    decision: Decision;
+}>(items: T[]): T | undefined;
+/** The response headers for the decisions of one request. */
+export declare function rateLimitHeaders(items: HeaderItem[], o?: HeaderOptions): Record<string, string>;

@@ -1,0 +1,104 @@
+import { type Adapter, type ClientKind } from './adapter.js';
+import type { AllDecision, AllEntry, Decision, FixedRule, GcraRule, Info, Int, LogRule, QueueRule, RateOptions, Rule, SlidingRule, ThrottleReply, TokenBucketRule } from './types.js';
+export interface LimiterOptions {
+    /** Prepended to every key (default ''). ioredis's own `keyPrefix` does not apply to module
+     * commands, so set it here if you need one. */
+    prefix?: string;
+    /** Reject a call with a TimeoutError after this many ms (default: none; the client's own
+     * timeouts apply). The command may still run on the server. */
+    timeoutMs?: number;
+}
+/** A command did not answer within its timeout. */
+export declare class TimeoutError extends Error {
+    readonly timeoutMs: number;
+    readonly name = "TimeoutError";
+    constructor(timeoutMs: number);
+}
+/** The module (or this server) does not know an option: it answered `ERR syntax error` (or
+ * refused `COST 0`). The options of "beyond yes or no" need a module that has them. */
+export declare function isUnsupportedOption(err: unknown): boolean;
+/** The rule's numbers after the key, e.g. GCRA 10 5 1000 -> ['10', '5', '1000']. */
+export declare function ruleArgs(rule: Rule): string[];
+/** The options of a rate command, in the contract's syntax. */
+export declare function optionArgs(rule: Rule, o?: RateOptions): string[];
+/** The five standard fields of a reply, plus `delay_ms` (queue) and `granted` (partial). */
+export declare function parseDecision(reply: unknown, what: string, extra?: {
+    queue?: boolean;
+    partial?: boolean;
+}): Decision;
+/** RL.INFO's pairs (an array, a Map or an object: RESP2 or RESP3) into an Info. */
+export declare function parseInfo(reply: unknown): Info | null;
+type Named<R extends Rule> = Omit<R, 'algorithm'>;
+export declare class Limiter {
+    readonly adapter: Adapter;
+    readonly prefix: string;
+    readonly timeoutMs: number | undefined;
+    constructor(client: unknown, options?: LimiterOptions);
+    /** Which client this limiter talks through. */
+    get kind(): ClientKind;
+    /** Whether the client is a cluster client (RL.ALL's keys must then share a hash tag). */
+    get isCluster(): boolean;
+    /** Sends any command (args[0] = name), routed by `key` in a cluster. Numbers become strings. */
+    command(args: (string | number | bigint)[], key?: string, opts?: {
+        exact?: boolean;
+        readonly?: boolean;
+        timeoutMs?: number;
+    }): Promise<unknown>;
+    /** Any rate rule: `RL.<ALGORITHM> key <numbers> [options]`. */
+    check(key: string, rule: Rule, options?: RateOptions): Promise<Decision>;
+    gcra(key: string, p: Named<GcraRule> & RateOptions): Promise<Decision>;
+    tokenbucket(key: string, p: Named<TokenBucketRule> & RateOptions): Promise<Decision>;
+    sliding(key: string, p: Named<SlidingRule> & RateOptions): Promise<Decision>;
+    fixed(key: string, p: Named<FixedRule> & RateOptions): Promise<Decision>;
+    log(key: string, p: Named<LogRule> & RateOptions): Promise<Decision>;
+    /** RL.QUEUE: the decision carries `delayMs`, how long to wait before proceeding. */
+    queue(key: string, p: Named<QueueRule> & RateOptions): Promise<Decision>;
+    /** RL.ACQUIRE: a lease; the decision carries `token` (null when refused). */
+    acquire(key: string, p: {
+        limit: Int;
+        leaseMs: Int;
+        dryrun?: boolean;
+        timeoutMs?: number;
+    }): Promise<Decision>;
+    /** RL.RELEASE: true if the lease existed unexpired and was released. */
+    release(key: string, token: string, o?: {
+        timeoutMs?: number;
+    }): Promise<boolean>;
+    /** RL.RENEW: true if the lease existed unexpired and now expires `leaseMs` from now. */
+    renew(key: string, token: string, leaseMs: Int, o?: {
+        timeoutMs?: number;
+    }): Promise<boolean>;
+    /** CL.THROTTLE, redis-cell's command and reply (seconds). */
+    throttle(key: string, p: {
+        maxBurst: Int;
+        countPerPeriod: Int;
+        periodS: Int;
+        quantity?: Int;
+        timeoutMs?: number;
+    }): Promise<ThrottleReply>;
+    /** RL.ALL: several limits checked and spent atomically, all or nothing. In a cluster all
+     * keys must hash to one slot: give them one hash tag, e.g. `rl:{org:7}:user:42` and
+     * `rl:{org:7}` (the part in braces alone decides the slot). */
+    all(entries: AllEntry[], o?: {
+        dryrun?: boolean;
+        timeoutMs?: number;
+    }): Promise<AllDecision>;
+    /** RL.INFO: null if the key does not exist. Read so that integers beyond 2^53 stay exact
+     * (see the adapter; node-redis v4 cannot). */
+    info(key: string, o?: {
+        timeoutMs?: number;
+    }): Promise<Info | null>;
+    /** DEL of a limit's key: forget its state. */
+    reset(key: string, o?: {
+        timeoutMs?: number;
+    }): Promise<boolean>;
+    /** RL.CLOCK (tests only; the server must be loaded with `test-clock yes`). Per node. */
+    clock(sub: 'GET' | 'SET' | 'ADVANCE' | 'REAL', ms?: Int): Promise<number | string>;
+    /** Closes the connection the limiter opened for exact RL.INFO replies (ioredis), if any.
+     * The application's client is left open. */
+    close(): Promise<void>;
+}
+/** A limiter over an ioredis client (Redis or Cluster), a node-redis client (createClient or
+ * createCluster), or any `{ send(args, key) }`. */
+export declare function createLimiter(client: unknown, options?: LimiterOptions): Limiter;
+export {};

@@ -1,0 +1,121 @@
+/** An integer argument: a safe integer `number` or a `bigint`. */
+export type Int = number | bigint;
+/** `RL.GCRA key burst count period_ms`: `burst` at once, then `count` per `periodMs`. */
+export interface GcraRule {
+    algorithm: 'gcra';
+    burst: Int;
+    count: Int;
+    periodMs: Int;
+}
+/** `RL.TOKENBUCKET key capacity refill_tokens refill_period_ms`. */
+export interface TokenBucketRule {
+    algorithm: 'tokenbucket';
+    capacity: Int;
+    refillTokens: Int;
+    refillPeriodMs: Int;
+}
+/** `RL.SLIDING key limit window_ms` (sliding window counter). */
+export interface SlidingRule {
+    algorithm: 'sliding';
+    limit: Int;
+    windowMs: Int;
+    /** `STAGGER`: windows offset by the key's hash slot (issue "beyond yes or no"). */
+    stagger?: boolean;
+}
+/** `RL.FIXED key limit window_ms` (fixed window counter). */
+export interface FixedRule {
+    algorithm: 'fixed';
+    limit: Int;
+    windowMs: Int;
+    /** `STAGGER`: windows offset by the key's hash slot (issue "beyond yes or no"). */
+    stagger?: boolean;
+}
+/** `RL.LOG key limit window_ms` (exact sliding log). */
+export interface LogRule {
+    algorithm: 'log';
+    limit: Int;
+    windowMs: Int;
+}
+/** `RL.QUEUE key capacity interval_ms` (leaky bucket as a queue: tells the caller to wait). */
+export interface QueueRule {
+    algorithm: 'queue';
+    capacity: Int;
+    intervalMs: Int;
+}
+/** A rate rule: one of the six rate commands with its numbers (also an `RL.ALL` rule). */
+export type Rule = GcraRule | TokenBucketRule | SlidingRule | FixedRule | LogRule | QueueRule;
+/** Options of every rate command. */
+export interface RateOptions {
+    /** `COST n`: units this request spends (default 1). `0` is a peek (needs the module's
+     * "beyond yes or no" options; older modules answer an error). */
+    cost?: Int;
+    /** `REFUND n` (instead of COST): give back n units charged for work that did not happen. */
+    refund?: Int;
+    /** `PARTIAL` (with `cost`): take up to `cost`; the decision's `granted` says how many. */
+    partial?: boolean;
+    /** `RESERVE r`: admit only if at least r units remain afterwards. */
+    reserve?: Int;
+    /** `BLOCK ms`: when refused, refuse everything on this key for `ms`. */
+    blockMs?: Int;
+    /** `DRYRUN`: answer as if the request were made, change nothing. */
+    dryrun?: boolean;
+    /** Reject with a TimeoutError if no reply within this many ms (default: the limiter's). */
+    timeoutMs?: number;
+}
+/** The standard reply of every rate command (its first five fields), plus what some add. */
+export interface Decision {
+    /** Admitted (cost spent). With `dryrun`: would it be admitted. */
+    allowed: boolean;
+    /** The most cost-1 requests a fresh key admits at once (burst, capacity or window limit). */
+    limit: number;
+    /** Cost-1 requests still admitted right now, after this one. */
+    remaining: number;
+    /** 0 if admitted, else ms (rounded up) until this same request would be admitted. */
+    retryAfterMs: number;
+    /** ms (rounded up) until the key is back to its fresh state (its PTTL). */
+    resetAfterMs: number;
+    /** RL.QUEUE: how long the admitted request must wait before it proceeds. */
+    delayMs?: number;
+    /** RL.ACQUIRE: the lease token (`<unix_ms>-<seq>`), null when refused. */
+    token?: string | null;
+    /** With `partial`: units spent (0 when refused). */
+    granted?: number;
+}
+/** `CL.THROTTLE`'s reply (redis-cell's), in seconds as redis-cell gives it. */
+export interface ThrottleReply {
+    /** `limited` is 0. */
+    allowed: boolean;
+    /** max_burst + 1. */
+    limit: number;
+    remaining: number;
+    /** Seconds (rounded up) until a retry would be admitted; -1 when allowed. */
+    retryAfterS: number;
+    /** Seconds (rounded up) until the key is fresh. */
+    resetAfterS: number;
+}
+/** One entry of `RL.ALL`. */
+export interface AllEntry {
+    key: string;
+    rule: Rule;
+    /** `COST n` for this rule (0 = peek, with the module's "beyond yes or no" options). */
+    cost?: Int;
+    /** `RESERVE r` for this rule. */
+    reserve?: Int;
+}
+/** `RL.ALL`'s reply. */
+export interface AllDecision {
+    allowed: boolean;
+    /** 1-based index of the first rule that refused, 0 when admitted. */
+    refusedBy: number;
+    /** Each rule's own decision, in the order given. When refused, a rule that would have
+     * admitted counted the request in its `remaining` (as with DRYRUN). */
+    decisions: Decision[];
+}
+/** `RL.INFO`: the algorithm, its stored state and `ttl_ms`, field names as the module names
+ * them. Fields ending in `_ns` or `_us` (time since the epoch in ns or µs, beyond 2^53) are
+ * bigints; other integers are numbers (bigints if beyond 2^53); strings stay strings. */
+export interface Info {
+    algorithm: 'gcra' | 'tokenbucket' | 'sliding' | 'fixed' | 'log' | 'queue' | 'concurrency' | string;
+    ttl_ms: number;
+    [field: string]: string | number | bigint;
+}

@@ -1,0 +1,32 @@
+// Express middleware (Express 4 and 5; any Connect-style framework).
+//
+//   app.use(expressRateLimit({ limiter, limits: [...], exempt: ['/health', '/webhooks/*'] }));
+//   app.post('/login', expressRateLimit({ limiter, limits: [loginLimit] }), handler);  // per route
+import { createGuard } from './guard.js';
+export function pathOf(url) {
+    const u = url ?? '/';
+    const q = u.indexOf('?');
+    return q < 0 ? u : u.slice(0, q);
+}
+export function expressRateLimit(options) {
+    const guard = createGuard(options);
+    return function rateLimit(req, res, next) {
+        guard.check({
+            req,
+            method: req.method,
+            path: pathOf(req.originalUrl ?? req.url),
+            headers: req.headers,
+            remoteAddress: req.socket?.remoteAddress,
+        }, options.route?.(req)).then((r) => {
+            if (res.headersSent)
+                return next();
+            for (const [k, v] of Object.entries(r.headers))
+                res.setHeader(k, v);
+            if (r.status === 200)
+                return next();
+            res.statusCode = r.status;
+            res.setHeader('Content-Type', 'application/problem+json');
+            res.end(JSON.stringify(r.body));
+        }, next);
+    };
+}

@@ -1,0 +1,152 @@
+import { type Limiter } from './limiter.js';
+import { MemoryLimiter } from './memory.js';
+import type { Decision, Rule } from './types.js';
+/** Request headers as Node gives them (lower-case names). */
+export type Headers = Record<string, string | string[] | undefined>;
+/** What a key function sees of a request. */
+export interface RequestContext {
+    /** The framework's request object (Express `req`, Fastify `request`). */
+    req: any;
+    method: string;
+    /** The path without the query string. */
+    path: string;
+    headers: Headers;
+    /** The TCP peer. */
+    remoteAddress: string | undefined;
+    /** The client's address (trusted proxies applied), IPv6 reduced to its /64 (ipv6Prefix). */
+    ip: string;
+}
+type Awaitable<T> = T | Promise<T>;
+/** Returns the identity this limit counts the request under (e.g. a user id), or null /
+ * undefined when the limit does not apply to this request. */
+export type KeyFunction = (ctx: RequestContext) => Awaitable<string | number | null | undefined>;
+export interface LimitSpec {
+    /** The policy name: in the headers and in the Redis key. */
+    name: string;
+    rule: Rule;
+    /** Who is counted (see `keys`). */
+    key: KeyFunction;
+    /** Units this request spends (default 1). */
+    cost?: number | ((ctx: RequestContext) => Awaitable<number>);
+    /** Redis unreachable or too slow: true (default) lets the request through as far as this
+     * limit goes, false answers 503. */
+    failOpen?: boolean;
+    /** Redis unreachable: decide this limit in process memory instead (true: with the same
+     * rule; a rule: with that one, e.g. scaled down by the number of processes). Takes
+     * precedence over failOpen. */
+    fallback?: boolean | Rule;
+    /** Spend and report, never refuse (overrides the guard's `shadow`). */
+    shadow?: boolean;
+}
+/** Limits for some routes. */
+export interface RouteLimits {
+    /** A path (exact, or a prefix when it ends with "/*"), a RegExp, or a predicate. */
+    path: string | RegExp | ((ctx: RequestContext) => boolean);
+    /** Methods it applies to (default all). */
+    methods?: string[];
+    /** The limits of these routes; `false` exempts them. */
+    limits: LimitSpec[] | false;
+    /** true: these limits replace the global ones; false (default): they are added. */
+    replace?: boolean;
+}
+export type Matcher = string | RegExp | ((ctx: RequestContext) => boolean);
+/** One limit's outcome, as the metrics hook sees it. */
+export interface LimitOutcome {
+    name: string;
+    key: string;
+    cost: number;
+    shadow: boolean;
+    /** redis: decided by the module; fallback: by the in-memory limiter (Redis failed);
+     * failed-open / failed-closed: Redis failed and the limit let the request through / not. */
+    source: 'redis' | 'fallback' | 'failed-open' | 'failed-closed';
+    decision?: Decision;
+    /** The module's reply when `decision.remaining` had the request's cost added back (a
+     * rule that would have admitted, in an RL.ALL refused by another). */
+    reply?: Decision;
+    error?: unknown;
+}
+export interface DecisionEvent {
+    ctx: RequestContext;
+    /** What the client got: allowed (passed), refused (429), unavailable (503), exempt. */
+    outcome: 'allowed' | 'refused' | 'unavailable' | 'exempt';
+    /** A shadow limit would have refused this request. */
+    shadowRefused: boolean;
+    limits: LimitOutcome[];
+    durationMs: number;
+}
+export interface GuardOptions {
+    limiter: Limiter;
+    /** Limits of every request. */
+    limits?: LimitSpec[];
+    /** Per-route limits and exemptions, the first match wins. */
+    routes?: RouteLimits[];
+    /** Requests never limited, e.g. ['/health', '/webhooks/*']. */
+    exempt?: Matcher[];
+    /** Proxies in front of the app (a count, or their addresses/networks). Default: none, the
+     * TCP peer is the client. */
+    trustedProxies?: number | string[];
+    /** IPv6 clients are keyed on this prefix (default 64). */
+    ipv6Prefix?: number;
+    /** Prefix of every Redis key (default "rl:"). Keep it free of braces. */
+    keyPrefix?: string;
+    /** A Redis Cluster hash tag per request (e.g. the organisation), so that all of its keys
+     * share a slot and are checked by one atomic RL.ALL. Keys become
+     * `<keyPrefix>{<tag>}:<name>:<id>`. */
+    hashTag?: (ctx: RequestContext) => string | null | undefined;
+    /** Check the enforced limits of a request with one atomic RL.ALL (all or nothing: a
+     * request refused by one limit spends nothing on the others). Default: true on a single
+     * server, and on a cluster when `hashTag` is given; otherwise one command per limit (in
+     * parallel; a refused request may then have spent on the limits that admitted it). */
+    atomic?: boolean;
+    /** Redis timeout per request, ms (default 50). */
+    timeoutMs?: number;
+    /** Every limit in shadow mode: spend and report, never refuse, no headers. */
+    shadow?: boolean;
+    /** draft-10 `RateLimit-Policy` / `RateLimit` (default true), legacy `X-RateLimit-*`
+     * (default false). */
+    headers?: {
+        draft?: boolean;
+        legacy?: boolean;
+    };
+    /** Called after every checked request (metrics, logs). Must not throw. */
+    onDecision?: (event: DecisionEvent) => void;
+    /** The in-memory limiter used by `fallback` limits (default: a new one). */
+    memory?: MemoryLimiter;
+    logger?: {
+        warn(msg: string): void;
+        error(msg: string): void;
+    };
+}
+export interface GuardResult {
+    status: 200 | 429 | 503;
+    headers: Record<string, string>;
+    /** The response body for 429 / 503 (an RFC 9457 problem). */
+    body?: Record<string, unknown>;
+    event: DecisionEvent;
+}
+export interface RouteOverride {
+    limits?: LimitSpec[];
+    replace?: boolean;
+}
+/** Key functions for the usual identities. Each returns null when the request has no such
+ * identity, so the limit does not apply (e.g. a user limit on an anonymous request). */
+export declare const keys: {
+    /** The client address (trusted proxies applied, IPv6 on its /64). */
+    ip: () => KeyFunction;
+    /** A user id taken from the request (e.g. `(req) => req.user?.id`). */
+    user: (get: (req: any) => string | number | null | undefined) => KeyFunction;
+    /** An organisation / tenant id taken from the request. */
+    org: (get: (req: any) => string | number | null | undefined) => KeyFunction;
+    /** An API key from a header (default `x-api-key`; `authorization` takes a Bearer token),
+     * stored as a SHA-256 prefix so that Redis never holds the secret. */
+    apiKey: (o?: {
+        header?: string;
+    }) => KeyFunction;
+};
+export interface Guard {
+    /** Decides one request. `route` adds or replaces limits (a framework's per-route config). */
+    check(ctx: Omit<RequestContext, 'ip'>, route?: RouteOverride | false): Promise<GuardResult>;
+    readonly options: GuardOptions;
+}
+export declare function createGuard(options: GuardOptions): Guard;
+export {};

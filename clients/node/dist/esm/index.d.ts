@@ -1,0 +1,18 @@
+export * from './types.js';
+export { createLimiter, Limiter, TimeoutError, isUnsupportedOption, parseDecision, parseInfo, ruleArgs, optionArgs } from './limiter.js';
+export type { LimiterOptions } from './limiter.js';
+export type { Adapter, ClientKind, CustomClient } from './adapter.js';
+export { rateLimitHeaders, nextQuotaMs, resetParameter, windowSeconds, quota, sfString, tightest } from './headers.js';
+export type { HeaderItem, HeaderOptions } from './headers.js';
+export { addressKey, clientAddress, formatAddress, parseAddress, Networks } from './ip.js';
+export type { Address, TrustedProxies } from './ip.js';
+export { MemoryLimiter } from './memory.js';
+export type { MemoryLimiterOptions } from './memory.js';
+export { createGuard, keys } from './guard.js';
+export type { DecisionEvent, Guard, GuardOptions, GuardResult, KeyFunction, LimitOutcome, LimitSpec, Matcher, RequestContext, RouteLimits, RouteOverride, } from './guard.js';
+export { expressRateLimit } from './express.js';
+export type { ExpressOptions } from './express.js';
+export { fastifyRateLimit } from './fastify.js';
+export type { FastifyRateLimitOptions } from './fastify.js';
+export { RedisRateLimitStore } from './store.js';
+export type { ClientRateLimitInfo, StoreOptions } from './store.js';

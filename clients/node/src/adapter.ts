@@ -1,0 +1,139 @@
+// Sending a command through whichever client the application already has: ioredis (Redis or
+// Cluster, v5 and v6) or node-redis (createClient / createCluster, v4 to v6). Nothing is
+// imported from them: the client is recognised by its methods. Every argument goes out as a
+// string (node-redis's sendCommand throws on numbers).
+//
+// Exact integers: RL.INFO's `tat_ns` and `*_us` fields are above 2^53, where a JavaScript
+// number rounds. The reply must therefore be decoded as strings:
+//  - node-redis v5+: the call passes the type mapping NUMBER -> String (per command, same
+//    connection);
+//  - ioredis: its decoder makes every integer a number unless the connection was created with
+//    `stringNumbers: true`; for such calls the adapter uses the client itself if it has that
+//    option, else one duplicate connection with it, created on the first such call and closed
+//    by `close()`;
+//  - node-redis v4: its RESP2 decoder computes integers in doubles whatever the options, so
+//    those fields are exact only up to 2^53 there (`exactIntegers` is false).
+
+/** The minimal shape of a client the limiter can use when it is neither ioredis nor
+ * node-redis: `send(args, key)` sends one command (args[0] is its name) and resolves to the
+ * reply (integers as numbers or decimal strings, arrays as arrays). `key` routes it in a
+ * cluster (undefined: any node). */
+export interface CustomClient {
+  send(args: string[], key: string | undefined): Promise<unknown>;
+  cluster?: boolean;
+}
+
+export type ClientKind = 'ioredis' | 'ioredis-cluster' | 'node-redis' | 'node-redis-cluster' | 'custom';
+
+export interface Adapter {
+  readonly kind: ClientKind;
+  readonly cluster: boolean;
+  /** Whether `exact` replies keep integers beyond 2^53 exact. */
+  readonly exactIntegers: boolean;
+  /** Sends args (args[0] = command). `key` routes in a cluster; `exact` decodes integers as
+   * strings; `readonly` lets a cluster client read from a replica if it is set up to. */
+  send(args: string[], key: string | undefined, opts?: { exact?: boolean; readonly?: boolean }): Promise<unknown>;
+  /** Closes what the adapter itself opened (never the application's client). */
+  close(): Promise<void>;
+}
+
+type AnyFn = (...args: any[]) => any;
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type Loose = Record<string, any>;
+
+const isFn = (v: unknown): v is AnyFn => typeof v === 'function';
+
+/** node-redis's RESP type code of integers (':'), mapped to String for exact replies. */
+const RESP_NUMBER = 58;
+
+export function isCustomClient(c: unknown): c is CustomClient {
+  return !!c && isFn((c as Loose).send) && !isFn((c as Loose).sendCommand);
+}
+
+export function createAdapter(client: unknown): Adapter {
+  if (!client || typeof client !== 'object') {
+    throw new TypeError('redis-ratelimit: expected an ioredis or node-redis client');
+  }
+  const c = client as Loose;
+  if (isFn(c.call) && isFn(c.sendCommand)) return ioredisAdapter(c);
+  if (isFn(c.sendCommand)) return nodeRedisAdapter(c);
+  if (isCustomClient(c)) {
+    return {
+      kind: 'custom',
+      cluster: !!c.cluster,
+      exactIntegers: true,
+      send: (args, key) => c.send(args, key),
+      close: async () => {},
+    };
+  }
+  throw new TypeError('redis-ratelimit: expected an ioredis or node-redis client (or { send(args, key) })');
+}
+
+function ioredisAdapter(client: Loose): Adapter {
+  const cluster = client.isCluster === true;
+  let exactClient: Loose | undefined = client.options?.stringNumbers ? client : undefined;
+  let ownExact: Loose | undefined;
+  const exact = (): Loose => {
+    if (!exactClient) {
+      if (cluster) {
+        const redisOptions = { ...(client.options?.redisOptions ?? {}), stringNumbers: true };
+        ownExact = client.duplicate(undefined, { redisOptions }) as Loose;
+      } else {
+        ownExact = client.duplicate({ stringNumbers: true }) as Loose;
+      }
+      // The application's client reports its own errors; this one fails its calls.
+      ownExact.on?.('error', () => {});
+      exactClient = ownExact;
+    }
+    return exactClient;
+  };
+  return {
+    kind: cluster ? 'ioredis-cluster' : 'ioredis',
+    cluster,
+    exactIntegers: true,
+    send(args, key, opts) {
+      const target = opts?.exact ? exact() : client;
+      const [name, ...rest] = args;
+      if (cluster && key !== undefined) {
+        // ioredis Cluster routes by the keys it knows from its command table, which has no
+        // module commands: without help it sends them to a random node and follows the MOVED.
+        // Give the command its key before it is routed, as for a built-in command.
+        const routed = Object.create(target) as Loose;
+        routed.sendCommand = (cmd: Loose, ...more: unknown[]) => {
+          if (cmd && (cmd.keys === undefined || (Array.isArray(cmd.keys) && cmd.keys.length === 0))) {
+            cmd.keys = [key];
+          }
+          return target.sendCommand(cmd, ...more);
+        };
+        return routed.call(name, ...rest);
+      }
+      return target.call(name, ...rest);
+    },
+    async close() {
+      if (ownExact) {
+        const c = ownExact;
+        ownExact = undefined;
+        exactClient = client.options?.stringNumbers ? client : undefined;
+        c.disconnect();
+      }
+    },
+  };
+}
+
+function nodeRedisAdapter(client: Loose): Adapter {
+  const cluster = isFn(client.getSlotMaster);
+  // node-redis v5 and later decode through type mappings (v4 has none).
+  const mapping = isFn(client.withTypeMapping);
+  const exactOptions = mapping ? { typeMapping: { [RESP_NUMBER]: String } } : undefined;
+  return {
+    kind: cluster ? 'node-redis-cluster' : 'node-redis',
+    cluster,
+    exactIntegers: mapping,
+    send(args, key, opts) {
+      const options = opts?.exact ? exactOptions : undefined;
+      if (cluster) return client.sendCommand(key, !!opts?.readonly, args, options);
+      return options ? client.sendCommand(args, options) : client.sendCommand(args);
+    },
+    async close() {},
+  };
+}

@@ -1,0 +1,53 @@
+// Express middleware (Express 4 and 5; any Connect-style framework).
+//
+//   app.use(expressRateLimit({ limiter, limits: [...], exempt: ['/health', '/webhooks/*'] }));
+//   app.post('/login', expressRateLimit({ limiter, limits: [loginLimit] }), handler);  // per route
+
+import { createGuard, type GuardOptions, type RequestContext, type RouteOverride } from './guard.js';
+
+// Structural types, so that the package needs no Express types.
+interface Req {
+  method: string;
+  url: string;
+  originalUrl?: string;
+  headers: RequestContext['headers'];
+  socket: { remoteAddress?: string };
+}
+interface Res {
+  statusCode: number;
+  setHeader(name: string, value: string): unknown;
+  end(body?: string): unknown;
+  headersSent?: boolean;
+}
+type Next = (err?: unknown) => void;
+
+export interface ExpressOptions extends GuardOptions {
+  /** Per-request override (e.g. from `req.route`), in addition to `routes`. */
+  route?: (req: any) => RouteOverride | false | undefined; // eslint-disable-line @typescript-eslint/no-explicit-any
+}
+
+export function pathOf(url: string | undefined): string {
+  const u = url ?? '/';
+  const q = u.indexOf('?');
+  return q < 0 ? u : u.slice(0, q);
+}
+
+export function expressRateLimit(options: ExpressOptions): (req: Req, res: Res, next: Next) => void {
+  const guard = createGuard(options);
+  return function rateLimit(req, res, next) {
+    guard.check({
+      req,
+      method: req.method,
+      path: pathOf(req.originalUrl ?? req.url),
+      headers: req.headers,
+      remoteAddress: req.socket?.remoteAddress,
+    }, options.route?.(req)).then((r) => {
+      if (res.headersSent) return next();
+      for (const [k, v] of Object.entries(r.headers)) res.setHeader(k, v);
+      if (r.status === 200) return next();
+      res.statusCode = r.status;
+      res.setHeader('Content-Type', 'application/problem+json');
+      res.end(JSON.stringify(r.body));
+    }, next);
+  };
+}

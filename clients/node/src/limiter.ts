@@ -1,0 +1,311 @@
+// A small typed API over every command of the module.
+//
+//   const limiter = createLimiter(redis);            // an ioredis or node-redis client
+//   const d = await limiter.gcra('user:42', { burst: 10, count: 5, periodMs: 1000 });
+//   if (!d.allowed) wait(d.retryAfterMs);
+
+import { createAdapter, type Adapter, type ClientKind } from './adapter.js';
+import type {
+  AllDecision, AllEntry, Decision, FixedRule, GcraRule, Info, Int, LogRule, QueueRule,
+  RateOptions, Rule, SlidingRule, ThrottleReply, TokenBucketRule,
+} from './types.js';
+
+export interface LimiterOptions {
+  /** Prepended to every key (default ''). ioredis's own `keyPrefix` does not apply to module
+   * commands, so set it here if you need one. */
+  prefix?: string;
+  /** Reject a call with a TimeoutError after this many ms (default: none; the client's own
+   * timeouts apply). The command may still run on the server. */
+  timeoutMs?: number;
+}
+
+/** A command did not answer within its timeout. */
+export class TimeoutError extends Error {
+  override readonly name = 'TimeoutError';
+  constructor(readonly timeoutMs: number) {
+    super(`redis-ratelimit: no reply within ${timeoutMs} ms`);
+  }
+}
+
+/** The module (or this server) does not know an option: it answered `ERR syntax error` (or
+ * refused `COST 0`). The options of "beyond yes or no" need a module that has them. */
+export function isUnsupportedOption(err: unknown): boolean {
+  const m = err instanceof Error ? err.message : String(err);
+  return /^ERR (syntax error|cost must be a positive integer)/i.test(m);
+}
+
+const ALGORITHMS = new Set(['gcra', 'tokenbucket', 'sliding', 'fixed', 'log', 'queue']);
+
+function int(name: string, v: Int): string {
+  if (typeof v === 'bigint') return v.toString();
+  if (typeof v === 'number' && Number.isSafeInteger(v)) return String(v);
+  throw new TypeError(`redis-ratelimit: ${name} must be an integer, got ${String(v)}`);
+}
+
+/** The rule's numbers after the key, e.g. GCRA 10 5 1000 -> ['10', '5', '1000']. */
+export function ruleArgs(rule: Rule): string[] {
+  switch (rule.algorithm) {
+    case 'gcra':
+      return [int('burst', rule.burst), int('count', rule.count), int('periodMs', rule.periodMs)];
+    case 'tokenbucket':
+      return [int('capacity', rule.capacity), int('refillTokens', rule.refillTokens),
+        int('refillPeriodMs', rule.refillPeriodMs)];
+    case 'sliding':
+    case 'fixed':
+    case 'log':
+      return [int('limit', rule.limit), int('windowMs', rule.windowMs)];
+    case 'queue':
+      return [int('capacity', rule.capacity), int('intervalMs', rule.intervalMs)];
+    default:
+      throw new TypeError(`redis-ratelimit: unknown algorithm ${(rule as { algorithm: string }).algorithm}`);
+  }
+}
+
+function checkRule(rule: Rule): void {
+  if (!rule || !ALGORITHMS.has(rule.algorithm)) {
+    throw new TypeError(`redis-ratelimit: unknown algorithm ${String(rule && rule.algorithm)}`);
+  }
+}
+
+/** The options of a rate command, in the contract's syntax. */
+export function optionArgs(rule: Rule, o: RateOptions = {}): string[] {
+  const out: string[] = [];
+  if (o.refund !== undefined) {
+    if (o.cost !== undefined) throw new TypeError('redis-ratelimit: refund replaces cost; give one of them');
+    out.push('REFUND', int('refund', o.refund));
+  }
+  if (o.cost !== undefined) out.push('COST', int('cost', o.cost));
+  if (o.partial) out.push('PARTIAL');
+  if (o.reserve !== undefined) out.push('RESERVE', int('reserve', o.reserve));
+  if (o.blockMs !== undefined) out.push('BLOCK', int('blockMs', o.blockMs));
+  if ((rule.algorithm === 'fixed' || rule.algorithm === 'sliding') && rule.stagger) out.push('STAGGER');
+  if (o.dryrun) out.push('DRYRUN');
+  return out;
+}
+
+const num = (v: unknown): number => {
+  if (typeof v === 'number') return v;
+  if (typeof v === 'bigint') return Number(v);
+  if (typeof v === 'string') return Number(v);
+  if (Buffer.isBuffer(v)) return Number(v.toString());
+  return Number.NaN;
+};
+
+const str = (v: unknown): string | null => {
+  if (v === null || v === undefined) return null;
+  if (Buffer.isBuffer(v)) return v.toString();
+  return String(v);
+};
+
+function expectArray(reply: unknown, what: string, min: number): unknown[] {
+  if (!Array.isArray(reply) || reply.length < min) {
+    throw new Error(`redis-ratelimit: unexpected reply to ${what}: ${JSON.stringify(reply)}`);
+  }
+  return reply;
+}
+
+/** The five standard fields of a reply, plus `delay_ms` (queue) and `granted` (partial). */
+export function parseDecision(reply: unknown, what: string, extra: { queue?: boolean; partial?: boolean } = {}): Decision {
+  const r = expectArray(reply, what, 5);
+  const d: Decision = {
+    allowed: num(r[0]) === 1,
+    limit: num(r[1]),
+    remaining: num(r[2]),
+    retryAfterMs: num(r[3]),
+    resetAfterMs: num(r[4]),
+  };
+  let i = 5;
+  if (extra.queue) d.delayMs = num(r[i++]);
+  if (extra.partial) d.granted = num(r[i++] ?? 0);
+  return d;
+}
+
+const BIG_FIELD = /_(ns|us)$/;
+
+/** RL.INFO's pairs (an array, a Map or an object: RESP2 or RESP3) into an Info. */
+export function parseInfo(reply: unknown): Info | null {
+  if (reply === null || reply === undefined) return null;
+  let pairs: [string, unknown][];
+  if (reply instanceof Map) pairs = [...reply.entries()].map(([k, v]) => [String(str(k)), v]);
+  else if (Array.isArray(reply)) {
+    pairs = [];
+    for (let i = 0; i + 1 < reply.length; i += 2) pairs.push([String(str(reply[i])), reply[i + 1]]);
+  } else if (typeof reply === 'object') pairs = Object.entries(reply as Record<string, unknown>);
+  else throw new Error(`redis-ratelimit: unexpected reply to RL.INFO: ${String(reply)}`);
+  const out: Record<string, string | number | bigint> = {};
+  for (const [k, raw] of pairs) {
+    const v = typeof raw === 'bigint' ? raw : typeof raw === 'number' ? raw : str(raw);
+    if (v === null) continue;
+    const integer = typeof v === 'bigint' || (typeof v === 'number' && Number.isInteger(v))
+      || (typeof v === 'string' && /^-?\d+$/.test(v));
+    if (!integer) out[k] = v;
+    else if (BIG_FIELD.test(k)) out[k] = typeof v === 'bigint' ? v : BigInt(typeof v === 'number' ? Math.round(v) : v);
+    else {
+      const n = Number(v);
+      out[k] = Number.isSafeInteger(n) ? n : BigInt(typeof v === 'number' ? Math.round(v) : v);
+    }
+  }
+  return out as Info;
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number | undefined): Promise<T> {
+  if (!ms || ms <= 0 || !Number.isFinite(ms)) return p;
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new TimeoutError(ms)), ms);
+    p.then((v) => { clearTimeout(timer); resolve(v); },
+      (e) => { clearTimeout(timer); reject(e); });
+  });
+}
+
+type Named<R extends Rule> = Omit<R, 'algorithm'>;
+
+export class Limiter {
+  readonly adapter: Adapter;
+  readonly prefix: string;
+  readonly timeoutMs: number | undefined;
+
+  constructor(client: unknown, options: LimiterOptions = {}) {
+    this.adapter = createAdapter(client);
+    this.prefix = options.prefix ?? '';
+    this.timeoutMs = options.timeoutMs;
+  }
+
+  /** Which client this limiter talks through. */
+  get kind(): ClientKind { return this.adapter.kind; }
+  /** Whether the client is a cluster client (RL.ALL's keys must then share a hash tag). */
+  get isCluster(): boolean { return this.adapter.cluster; }
+
+  /** Sends any command (args[0] = name), routed by `key` in a cluster. Numbers become strings. */
+  async command(args: (string | number | bigint)[], key?: string,
+    opts: { exact?: boolean; readonly?: boolean; timeoutMs?: number } = {}): Promise<unknown> {
+    const sent = args.map((a) => (typeof a === 'string' ? a : int('argument', a)));
+    const p = this.adapter.send(sent, key, opts);
+    return withTimeout(Promise.resolve(p), opts.timeoutMs ?? this.timeoutMs);
+  }
+
+  /** Any rate rule: `RL.<ALGORITHM> key <numbers> [options]`. */
+  async check(key: string, rule: Rule, options: RateOptions = {}): Promise<Decision> {
+    checkRule(rule);
+    const k = this.prefix + key;
+    const name = `RL.${rule.algorithm.toUpperCase()}`;
+    const reply = await this.command([name, k, ...ruleArgs(rule), ...optionArgs(rule, options)], k,
+      { timeoutMs: options.timeoutMs });
+    return parseDecision(reply, name, { queue: rule.algorithm === 'queue', partial: !!options.partial });
+  }
+
+  gcra(key: string, p: Named<GcraRule> & RateOptions): Promise<Decision> {
+    return this.check(key, { algorithm: 'gcra', burst: p.burst, count: p.count, periodMs: p.periodMs }, p);
+  }
+
+  tokenbucket(key: string, p: Named<TokenBucketRule> & RateOptions): Promise<Decision> {
+    return this.check(key, { algorithm: 'tokenbucket', capacity: p.capacity, refillTokens: p.refillTokens,
+      refillPeriodMs: p.refillPeriodMs }, p);
+  }
+
+  sliding(key: string, p: Named<SlidingRule> & RateOptions): Promise<Decision> {
+    return this.check(key, { algorithm: 'sliding', limit: p.limit, windowMs: p.windowMs, stagger: p.stagger }, p);
+  }
+
+  fixed(key: string, p: Named<FixedRule> & RateOptions): Promise<Decision> {
+    return this.check(key, { algorithm: 'fixed', limit: p.limit, windowMs: p.windowMs, stagger: p.stagger }, p);
+  }
+
+  log(key: string, p: Named<LogRule> & RateOptions): Promise<Decision> {
+    return this.check(key, { algorithm: 'log', limit: p.limit, windowMs: p.windowMs }, p);
+  }
+
+  /** RL.QUEUE: the decision carries `delayMs`, how long to wait before proceeding. */
+  queue(key: string, p: Named<QueueRule> & RateOptions): Promise<Decision> {
+    return this.check(key, { algorithm: 'queue', capacity: p.capacity, intervalMs: p.intervalMs }, p);
+  }
+
+  /** RL.ACQUIRE: a lease; the decision carries `token` (null when refused). */
+  async acquire(key: string, p: { limit: Int; leaseMs: Int; dryrun?: boolean; timeoutMs?: number }): Promise<Decision> {
+    const k = this.prefix + key;
+    const args = ['RL.ACQUIRE', k, int('limit', p.limit), int('leaseMs', p.leaseMs)];
+    if (p.dryrun) args.push('DRYRUN');
+    const r = expectArray(await this.command(args, k, { timeoutMs: p.timeoutMs }), 'RL.ACQUIRE', 6);
+    const d = parseDecision(r, 'RL.ACQUIRE');
+    d.token = str(r[5]);
+    return d;
+  }
+
+  /** RL.RELEASE: true if the lease existed unexpired and was released. */
+  async release(key: string, token: string, o: { timeoutMs?: number } = {}): Promise<boolean> {
+    const k = this.prefix + key;
+    return num(await this.command(['RL.RELEASE', k, token], k, o)) === 1;
+  }
+
+  /** RL.RENEW: true if the lease existed unexpired and now expires `leaseMs` from now. */
+  async renew(key: string, token: string, leaseMs: Int, o: { timeoutMs?: number } = {}): Promise<boolean> {
+    const k = this.prefix + key;
+    return num(await this.command(['RL.RENEW', k, token, int('leaseMs', leaseMs)], k, o)) === 1;
+  }
+
+  /** CL.THROTTLE, redis-cell's command and reply (seconds). */
+  async throttle(key: string, p: { maxBurst: Int; countPerPeriod: Int; periodS: Int; quantity?: Int; timeoutMs?: number }): Promise<ThrottleReply> {
+    const k = this.prefix + key;
+    const args = ['CL.THROTTLE', k, int('maxBurst', p.maxBurst), int('countPerPeriod', p.countPerPeriod),
+      int('periodS', p.periodS)];
+    if (p.quantity !== undefined) args.push(int('quantity', p.quantity));
+    const r = expectArray(await this.command(args, k, { timeoutMs: p.timeoutMs }), 'CL.THROTTLE', 5);
+    return { allowed: num(r[0]) === 0, limit: num(r[1]), remaining: num(r[2]), retryAfterS: num(r[3]), resetAfterS: num(r[4]) };
+  }
+
+  /** RL.ALL: several limits checked and spent atomically, all or nothing. In a cluster all
+   * keys must hash to one slot: give them one hash tag, e.g. `rl:{org:7}:user:42` and
+   * `rl:{org:7}` (the part in braces alone decides the slot). */
+  async all(entries: AllEntry[], o: { dryrun?: boolean; timeoutMs?: number } = {}): Promise<AllDecision> {
+    if (!entries.length) throw new TypeError('redis-ratelimit: all() needs at least one entry');
+    const keys = entries.map((e) => this.prefix + e.key);
+    const rules = entries.flatMap((e) => {
+      checkRule(e.rule);
+      const a = [e.rule.algorithm.toUpperCase(), ...ruleArgs(e.rule)];
+      if (e.cost !== undefined) a.push('COST', int('cost', e.cost));
+      if (e.reserve !== undefined) a.push('RESERVE', int('reserve', e.reserve));
+      if ((e.rule.algorithm === 'fixed' || e.rule.algorithm === 'sliding') && e.rule.stagger) a.push('STAGGER');
+      return a;
+    });
+    const args = ['RL.ALL', String(entries.length), ...keys, ...rules];
+    if (o.dryrun) args.push('DRYRUN');
+    const r = expectArray(await this.command(args, keys[0], { timeoutMs: o.timeoutMs }), 'RL.ALL', 2 + entries.length);
+    return {
+      allowed: num(r[0]) === 1,
+      refusedBy: num(r[1]),
+      decisions: entries.map((e, i) => parseDecision(r[2 + i], 'RL.ALL', { queue: e.rule.algorithm === 'queue' })),
+    };
+  }
+
+  /** RL.INFO: null if the key does not exist. Read so that integers beyond 2^53 stay exact
+   * (see the adapter; node-redis v4 cannot). */
+  async info(key: string, o: { timeoutMs?: number } = {}): Promise<Info | null> {
+    const k = this.prefix + key;
+    return parseInfo(await this.command(['RL.INFO', k], k, { exact: true, readonly: true, timeoutMs: o.timeoutMs }));
+  }
+
+  /** DEL of a limit's key: forget its state. */
+  async reset(key: string, o: { timeoutMs?: number } = {}): Promise<boolean> {
+    const k = this.prefix + key;
+    return num(await this.command(['DEL', k], k, o)) === 1;
+  }
+
+  /** RL.CLOCK (tests only; the server must be loaded with `test-clock yes`). Per node. */
+  async clock(sub: 'GET' | 'SET' | 'ADVANCE' | 'REAL', ms?: Int): Promise<number | string> {
+    const args: string[] = ['RL.CLOCK', sub];
+    if (ms !== undefined) args.push(int('ms', ms));
+    const r = await this.command(args);
+    return typeof r === 'number' ? r : String(str(r));
+  }
+
+  /** Closes the connection the limiter opened for exact RL.INFO replies (ioredis), if any.
+   * The application's client is left open. */
+  close(): Promise<void> {
+    return this.adapter.close();
+  }
+}
+
+/** A limiter over an ioredis client (Redis or Cluster), a node-redis client (createClient or
+ * createCluster), or any `{ send(args, key) }`. */
+export function createLimiter(client: unknown, options?: LimiterOptions): Limiter {
+  return new Limiter(client, options);
+}
