@@ -38,6 +38,7 @@ help:
 	@echo "make matrix     build, then the server matrix only (SERVERS=\"redis-8.6.3 valkey-8.1.1\" for some)"
 	@echo "make cli-test   build, then only the redis-cli suite (tests/cli/run.sh)"
 	@echo "make valkey-test  build, then the integration tests and redis-cli suite against Valkey 9.1.2 only"
+	@echo "make clients-test   build, then the Python and Node client packages' suites"
 	@echo "make examples-test  build, then only the examples' suites (scripts/examples-test.sh)"
 	@echo "make bench      build, then the benchmark (bench/bench.py; QUICK=1 for a short run)"
 	@echo "make instructions  build, then instructions per call under callgrind (bench/instructions.sh)"
@@ -77,7 +78,10 @@ test: test-deps build
 	$(CARGO) test --profile itest --lib
 	@echo "==> test: server matrix (scripts/matrix.sh: integration tests + redis-cli suite on Redis 7.0 to 8.6, Valkey 8.0 to 9.1)"
 	bash scripts/matrix.sh
-	@echo "==> test: examples (scripts/examples-test.sh: Python and Node middleware)"
+	@echo "==> test: client packages (scripts/clients-test-python.sh, scripts/clients-test-node.sh)"
+	bash scripts/clients-test-python.sh
+	bash scripts/clients-test-node.sh
+	@echo "==> test: examples (scripts/examples-test.sh: apps on the client packages)"
 	bash scripts/examples-test.sh
 	@echo "==> test: all passed in $$(( $$(date +%s) - $(TEST_START) )) s"
 
@@ -107,6 +111,11 @@ valkey-test: test-deps build
 
 # The examples' suites (examples/python, examples/node) against a real server with the
 # module; installs their dependencies (venv, npm ci) on first run.
+.PHONY: clients-test examples-test
+clients-test: build
+	bash scripts/clients-test-python.sh
+	bash scripts/clients-test-node.sh
+
 .PHONY: examples-test
 examples-test: build
 	@echo "==> test: examples (scripts/examples-test.sh: Python and Node middleware)"
