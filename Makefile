@@ -45,6 +45,7 @@ help:
 	@echo "make fuzz       build, then libFuzzer on the pure layers + the command fuzzer (FUZZ_SECONDS=$(FUZZ_SECONDS) each)"
 	@echo "make fuzz-ci    the short libFuzzer run for CI (8 s per target)"
 	@echo "make valgrind   the module under valgrind in redis-server, driven by the tests; long churn run"
+	@echo "make dist       build, then dist/: the stripped module, its sha256, the supported servers"
 	@echo "make clean      cargo clean"
 
 deps:
@@ -164,6 +165,20 @@ fuzz-ci: build
 valgrind: build
 	@echo "==> valgrind: scripts/valgrind.sh"
 	bash scripts/valgrind.sh
+
+# A release for users: the stripped module, its SHA-256 and the servers it is tested on.
+# dist/libredis_ratelimit.so, dist/libredis_ratelimit.so.sha256, dist/SUPPORTED.md.
+.PHONY: dist
+dist: build
+	@echo "==> dist: strip $(MODULE) -> dist/libredis_ratelimit.so"
+	mkdir -p dist
+	strip --strip-all -o dist/libredis_ratelimit.so $(MODULE)
+	cd dist && sha256sum libredis_ratelimit.so > libredis_ratelimit.so.sha256
+	{ echo "# redis-ratelimit $$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n1): supported servers"; echo; \
+	  if [ -f target/matrix/compat.md ]; then echo "Tested by make test on this build's source:"; echo; cat target/matrix/compat.md; \
+	  else echo "Redis 7.0 to 8.6 and Valkey 8.0 to 9.1 (run make test to produce the tested table)."; fi; } > dist/SUPPORTED.md
+	@ls -l dist/libredis_ratelimit.so | awk '{print "dist: " $$5 " bytes"}'
+	@cat dist/libredis_ratelimit.so.sha256
 
 clean:
 	@echo "==> clean: $(CARGO) clean"
