@@ -57,7 +57,7 @@ pub fn throttle(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
             params: gp,
             tat: gcra::Tat { ns, frac: 0 },
         });
-        let eff = effect(ctx, &next);
+        let eff = effect(&next);
         let ttl_ms = u64::try_from(ttl_ns).unwrap_or(0).div_ceil(NS_PER_MS);
         commit(ctx, &key, name, Some(next), eff, ttl_ms);
     }
