@@ -118,7 +118,7 @@ pub unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_repo
     let source = match clock::source() {
         "test" => c"test",
         "cached-microseconds" => c"cached-microseconds",
-        _ => c"milliseconds",
+        _ => c"system-microseconds",
     };
     field_str(ctx, c"clock_source", source);
     let test = crate::commands::clock::TEST_CLOCK.load(Relaxed);
