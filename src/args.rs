@@ -17,6 +17,14 @@ pub fn positive(s: RStr, name: &'static str) -> Result<u64, Error> {
     }
 }
 
+/// An integer argument that must be at least 0.
+pub fn non_negative(s: RStr, name: &'static str) -> Result<u64, Error> {
+    match int(s)? {
+        v if v >= 0 => Ok(v as u64),
+        _ => Err(ParamError::Negative(name).into()),
+    }
+}
+
 /// The options every rate command takes: `[COST n] [DRYRUN]`, any order, case-insensitive,
 /// each at most once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

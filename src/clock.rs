@@ -1,13 +1,16 @@
 //! The module clock: microseconds since the Unix epoch.
 //!
-//! The server's clock, never the process's own: `RedisModule_CachedMicroseconds` (Valkey,
-//! Redis 7.2+: the command's start time, frozen for a whole MULTI/EXEC or script) where the
-//! server has it, else `RedisModule_Milliseconds`. The test clock (`RL.CLOCK`, only with
+//! The server's clock, never one of the module's own: `RedisModule_CachedMicroseconds`
+//! (Valkey, Redis 7.2+: the command's start time, frozen for a whole MULTI/EXEC or script)
+//! where the server has it. Redis 7.0's module API offers only milliseconds, so there the
+//! module reads the system realtime clock itself (`SystemTime::now()`, the clock the server's
+//! own `gettimeofday` reads) at µs resolution. The test clock (`RL.CLOCK`, only with
 //! `ratelimit.test-clock yes`) replaces both; it is per server and never replicated.
 
 use crate::algo::{MAX_TIME_MS, US_PER_MS};
 use redis_module::raw;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Frozen test time in ms, or `REAL` when the server's clock is in force.
 static FROZEN_MS: AtomicI64 = AtomicI64::new(REAL);
@@ -20,22 +23,24 @@ pub fn source() -> &'static str {
     } else if unsafe { raw::RedisModule_CachedMicroseconds }.is_some() {
         "cached-microseconds"
     } else {
-        "milliseconds"
+        "system-microseconds"
     }
 }
 
 /// The server's own clock in µs.
 fn server_us() -> u64 {
-    // SAFETY: these are function pointers filled in by RedisModule_Init; a missing one is None.
-    unsafe {
-        if let Some(f) = raw::RedisModule_CachedMicroseconds {
-            return u64::try_from(f()).unwrap_or(0);
-        }
-        if let Some(f) = raw::RedisModule_Milliseconds {
-            return u64::try_from(f()).unwrap_or(0).saturating_mul(US_PER_MS);
-        }
+    // SAFETY: a function pointer filled in by RedisModule_Init; a missing one is None.
+    if let Some(f) = unsafe { raw::RedisModule_CachedMicroseconds } {
+        return u64::try_from(unsafe { f() }).unwrap_or(0);
     }
-    0
+    system_us()
+}
+
+/// The system realtime clock in µs since the epoch (0 before the epoch).
+fn system_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }
 
 /// Now, in µs since the epoch, on the module clock.
@@ -76,4 +81,40 @@ pub fn advance_ms(delta: i64) -> Result<(), OutOfRange> {
 /// Returns to the server's clock.
 pub fn real() {
     FROZEN_MS.store(REAL, Ordering::Relaxed);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn system_clock_is_the_realtime_clock_in_microseconds() {
+        let before = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+        let us = system_us();
+        let after = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+        assert!(u128::from(us) >= before.as_micros() && u128::from(us) <= after.as_micros());
+        // µs resolution, not ms * 1000: three distinct reads (a bounded loop, not a timer)
+        // a few µs apart are not all on whole milliseconds.
+        let mut seen = vec![system_us()];
+        for _ in 0..100_000_000 {
+            let v = system_us();
+            if seen.last() != Some(&v) {
+                seen.push(v);
+                if seen.len() == 3 {
+                    break;
+                }
+            }
+        }
+        assert_eq!(seen.len(), 3, "the clock did not move");
+        assert!(seen.iter().any(|v| v % US_PER_MS != 0), "{seen:?}");
+    }
+
+    #[test]
+    fn without_the_cached_clock_the_source_is_the_system_clock() {
+        // Unit tests run without a server: no RedisModule_CachedMicroseconds.
+        assert!(unsafe { raw::RedisModule_CachedMicroseconds }.is_none());
+        let before = system_us();
+        let us = server_us();
+        assert!(before <= us && us <= system_us());
+    }
 }

@@ -64,6 +64,8 @@ impl From<ParamError> for Error {
             ParamError::SpanTooLarge(name) => {
                 format!("ERR {name} must be at most {}", crate::algo::MAX_SPAN_MS)
             }
+            ParamError::AtMost(name, max) => format!("ERR {name} must be at most {max}"),
+            ParamError::Negative(name) => format!("ERR {name} must not be negative"),
             ParamError::TooLarge(what) => format!("ERR parameters too large: {what}"),
             ParamError::CostAboveLimit(name) => format!("ERR COST must not exceed {name}"),
             ParamError::AboveConfig(name, max, config) => {

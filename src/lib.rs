@@ -40,7 +40,6 @@ const MODULE_OPTIONS: i32 = (raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS
 
 fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     datatype::init();
-    propagate::init(ctx.ctx);
     if let Some(f) = unsafe { raw::RedisModule_SetModuleOptions } {
         unsafe { f(ctx.ctx, MODULE_OPTIONS) };
     }

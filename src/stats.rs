@@ -109,8 +109,7 @@ fn field_str(ctx: *mut raw::RedisModuleInfoCtx, name: &CStr, v: &CStr) {
     api!(RedisModule_InfoAddFieldCString(ctx, name.as_ptr(), v.as_ptr().cast_mut()) else 0);
 }
 
-/// The module's INFO callback: sections `ratelimit_clock`, `ratelimit_replication` and
-/// `ratelimit_stats`.
+/// The module's INFO callback: sections `ratelimit_clock` and `ratelimit_stats`.
 ///
 /// # Safety
 /// Called by the server with a valid INFO context.
@@ -119,7 +118,7 @@ pub unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_repo
     let source = match clock::source() {
         "test" => c"test",
         "cached-microseconds" => c"cached-microseconds",
-        _ => c"milliseconds",
+        _ => c"system-microseconds",
     };
     field_str(ctx, c"clock_source", source);
     let test = crate::commands::clock::TEST_CLOCK.load(Relaxed);
@@ -129,18 +128,6 @@ pub unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_repo
         if test { c"yes" } else { c"no" },
     );
     field_u64(ctx, "clock_ms", clock::now_ms());
-    // "no" while it is proven that no replica or replication backlog can receive the
-    // effects: writes then skip building RL._APPLY (the AOF, when on, still gets them).
-    api!(RedisModule_InfoAddSection(ctx, c"replication".as_ptr()) else 0);
-    field_str(
-        ctx,
-        c"effects_to_replicas",
-        if crate::propagate::listened() {
-            c"yes"
-        } else {
-            c"no"
-        },
-    );
     api!(RedisModule_InfoAddSection(ctx, c"stats".as_ptr()) else 0);
     for (i, name) in NAMES.iter().enumerate() {
         let get = |t: &[AtomicU64; N]| t.get(i).map_or(0, |a| a.load(Relaxed));

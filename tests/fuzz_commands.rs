@@ -642,7 +642,7 @@ fn check_shape(cmd: &str, args: &[Vec<u8>], v: &Value) -> Result<(), String> {
         "CL.THROTTLE" => {
             let a = arr.filter(|a| a.len() == 5).ok_or("not an array of 5")?;
             let f = ints(a, 5)?;
-            if !(0..=1).contains(&f[0]) || f[1] < 2 || f[2] < 0 || f[3] < -1 || f[4] < 0 {
+            if !(0..=1).contains(&f[0]) || f[1] < 1 || f[2] < 0 || f[3] < -1 || f[4] < 0 {
                 return Err(format!("fields out of range: {f:?}"));
             }
             if f[0] == 0 && f[3] != -1 {

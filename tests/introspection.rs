@@ -90,8 +90,39 @@ fn info_section_counts_calls_and_decisions() {
     ok(&mut c, &args!("RL.CLOCK", "REAL"));
     let src = field(&mut c, "ratelimit_clock_source").unwrap();
     assert!(
-        src == "milliseconds" || src == "cached-microseconds",
+        src == "system-microseconds" || src == "cached-microseconds",
         "{src}"
+    );
+}
+
+/// The real clock has µs resolution on every server, Redis 7.0 included (no
+/// `RedisModule_CachedMicroseconds` there: the module reads the system clock itself). A fresh
+/// GCRA key's TAT is now plus a whole number of ms (1 per second): on a millisecond clock it
+/// would always be ms-aligned. Over fresh keys (a bounded loop, not a timer) some is not.
+#[test]
+fn real_clock_has_microsecond_resolution() {
+    let s = Server::start();
+    let mut c = s.con();
+    let src = info_field(&mut c, "ratelimit", "ratelimit_clock_source").unwrap();
+    let redis7 = info_field(&mut c, "server", "redis_version")
+        .is_some_and(|v| v.starts_with("7.0."))
+        && info_field(&mut c, "server", "valkey_version").is_none();
+    if redis7 {
+        assert_eq!(src, "system-microseconds");
+    }
+    let mut tats = Vec::new();
+    for i in 0..200 {
+        let k = format!("us:{i}");
+        rate(&mut c, &args!("RL.GCRA", k, 5, 1, 1000));
+        let tat = info_int(&info(&mut c, &k).unwrap(), "tat_ns");
+        tats.push(tat);
+        if tat % 1_000_000 != 0 {
+            break;
+        }
+    }
+    assert!(
+        tats.iter().any(|t| t % 1_000_000 != 0),
+        "every TAT on a whole ms ({src}): {tats:?}"
     );
 }
 

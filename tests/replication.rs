@@ -7,17 +7,20 @@
 
 #[macro_use]
 mod common;
+#[path = "support/fake_replica.rs"]
+mod fake_replica;
 #[path = "support/workload.rs"]
 mod workload;
 
 use common::*;
+use fake_replica::{FakeReplica, Psync};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use redis::{Connection, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::thread;
-use std::time::Duration;
-use workload::{dry_replies, durable, durable_keys, flat, Durable, Probes};
+use std::time::{Duration, Instant};
+use workload::{dry_replies, durable, durable_keys, every_algorithm, flat, Durable, Probes};
 
 /// Read on the reading server's own clock: never compared across servers.
 const CLOCK_FIELDS: &[&str] = &["tokens", "ttl_ms"];
@@ -506,82 +509,415 @@ fn token_key(t: &str) -> (u64, u64) {
     (ms.parse().unwrap(), seq.parse().unwrap())
 }
 
-/// A primary that nobody listens to skips building RL._APPLY (INFO says so), also after a
-/// BGSAVE. Replicas that join such a primary, diskless or disk-based, while writes keep
-/// coming from another client, end up with every key identical, and from then on the
-/// primary propagates effects.
+// ------------------------------------------------------------ what listeners receive
+//
+// Every write propagates its effect, whatever the module may believe about listeners. These
+// tests look at the replication stream itself (a replica faked over TCP, and the backlog
+// read back with a partial PSYNC from its first byte) and at the AOF, in the windows where a
+// listener appears: a diskless full sync waiting for its fork, a replica that leaves before
+// it, a legacy SYNC and `redis-cli --rdb`, `CONFIG SET appendonly yes` at runtime, a replica
+// of a replica, and Valkey's dual-channel replication. The primary runs on the test clock
+// (years away from its replicas' real clocks), so a command re-run on a replica would leave
+// a different state there: real replicas are compared key by key.
+
+/// What a listener may receive: effects, and the replication protocol's own commands
+/// (`UNLINK` is how Valkey 8+ propagates an expiry by default).
+const EFFECTS: &[&str] = &[
+    "RL._APPLY",
+    "DEL",
+    "UNLINK",
+    "MULTI",
+    "EXEC",
+    "SELECT",
+    "PING",
+    "REPLCONF",
+];
+
+/// Every command `cmds` names is an effect, and there are effects of the module among them.
+fn assert_effects(label: &str, cmds: &BTreeMap<String, usize>) {
+    for name in cmds.keys() {
+        assert!(
+            EFFECTS.contains(&name.as_str()),
+            "{label}: a listener received {name}: {cmds:?}"
+        );
+    }
+    assert!(
+        cmds.get("RL._APPLY").is_some_and(|n| *n > 0),
+        "{label}: no RL._APPLY received: {cmds:?}"
+    );
+}
+
+/// The applied keys include a key of every kind of write made under prefix `p`.
+fn assert_applied(label: &str, f: &FakeReplica, p: &str) {
+    let keys = f.applied_keys();
+    for k in [
+        "gcra:a",
+        "tb:a",
+        "sliding:a",
+        "fixed:a",
+        "log:a",
+        "queue:a",
+        "lease:a",
+        "cell:a",
+        "multi:a",
+        "eval:b",
+        "all:b",
+    ] {
+        let k = format!("{p}{k}");
+        assert!(keys.contains(&k), "{label}: no RL._APPLY of {k}");
+    }
+}
+
+/// Writes of every algorithm (`every_algorithm`, on the test clock) and the ways writes come
+/// wrapped: a MULTI/EXEC block, a Lua script, RL.ALL.
+fn writes(c: &mut Connection, p: &str) {
+    every_algorithm(c, p);
+    let k = |s: &str| format!("{p}{s}");
+    multi(
+        c,
+        &[
+            args!("RL.GCRA", k("multi:a"), 10, 1, 600_000),
+            args!("RL.SLIDING", k("multi:b"), 10, 600_000),
+        ],
+    );
+    ok(
+        c,
+        &args!(
+            "EVAL",
+            "return {redis.call('RL.FIXED', KEYS[1], 10, 600000), \
+             redis.call('CL.THROTTLE', KEYS[2], 5, 1, 600)}",
+            2,
+            k("eval:a"),
+            k("eval:b")
+        ),
+    );
+    ok(
+        c,
+        &args!(
+            "RL.ALL",
+            2,
+            k("all:a"),
+            k("all:b"),
+            "GCRA",
+            5,
+            1,
+            600_000,
+            "LOG",
+            5,
+            600_000
+        ),
+    );
+}
+
+/// A write whose effect names `key`: once a listener has read it, it has everything before.
+fn marker(c: &mut Connection, key: &str) {
+    ok(c, &args!("RL.GCRA", key, 1_000_000, 1, 600_000));
+}
+
+/// Waits until `cond` holds (checked every few ms, at most 60 s).
+fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The `state=` of every replica the primary lists in `INFO replication`.
+fn replica_states(c: &mut Connection) -> Vec<String> {
+    let t = text(&ok(c, &args!("INFO", "replication")));
+    t.lines()
+        .filter(|l| l.starts_with("slave"))
+        .filter_map(|l| l.split(',').find_map(|f| f.strip_prefix("state=")))
+        .map(str::to_string)
+        .collect()
+}
+
+fn set(c: &mut Connection, name: &str, value: &str) {
+    ok(c, &args!("CONFIG", "SET", name, value));
+}
+
+/// A primary for these tests: on the test clock, with a backlog large enough that it is
+/// never trimmed (its first byte is then the first byte of a command).
+fn primary(opts: ServerOptions) -> (Server, Connection) {
+    let p = Server::start_with(opts);
+    let mut pc = p.con();
+    clock_set(&mut pc, T0);
+    set(&mut pc, "repl-backlog-size", "256mb");
+    (p, pc)
+}
+
+/// Reads the primary's whole replication backlog (a partial PSYNC from its first byte), up
+/// to a marker written after connecting.
+fn backlog(p: &Server, pc: &mut Connection, label: &str) -> FakeReplica {
+    assert_eq!(
+        info_field(pc, "replication", "repl_backlog_active").as_deref(),
+        Some("1"),
+        "{label}: no backlog"
+    );
+    let replid = info_field(pc, "replication", "master_replid").unwrap();
+    let first = info_field(pc, "replication", "repl_backlog_first_byte_offset").unwrap();
+    let mut b = FakeReplica::connect(p.port);
+    b.send(&["PSYNC", &replid, &first]);
+    assert_eq!(b.psync_answer(), Psync::Continue, "{label}: partial PSYNC");
+    let m = format!("marker:backlog:{label}");
+    marker(pc, &m);
+    b.read_until_key(&m);
+    b
+}
+
+/// Starts a full sync of a fake replica: announce, `PSYNC ? -1`.
+fn fake_psync(port: u16) -> FakeReplica {
+    let mut f = FakeReplica::connect(port);
+    f.announce(1);
+    f.send(&["PSYNC", "?", "-1"]);
+    f
+}
+
+/// Reads the answer and the snapshot of a full sync, then acknowledges it (a primary starts
+/// the stream of a diskless sync at an ACK).
+fn finish_full_sync(f: &mut FakeReplica, label: &str) {
+    let Psync::FullResync { offset, .. } = f.psync_answer() else {
+        panic!("{label}: expected a full resync");
+    };
+    f.read_snapshot();
+    f.keep_acking(offset);
+}
+
+/// Every key of the primary is identical on each replica (RL.INFO minus the reading
+/// server's clock fields, PEXPIRETIME, DEBUG DIGEST-VALUE), and the replicas applied
+/// effects only.
+fn assert_replicas_identical(label: &str, pc: &mut Connection, replicas: &mut [Connection]) {
+    let keys = scan_all(pc);
+    assert!(keys.len() > 20, "{label}: only {} keys", keys.len());
+    let want = durable_keys(pc, &keys, CLOCK_FIELDS);
+    let target: i64 = info_field(pc, "replication", "master_repl_offset")
+        .unwrap()
+        .parse()
+        .unwrap();
+    for (i, rc) in replicas.iter_mut().enumerate() {
+        wait_for("a replica to catch up", || {
+            info_field(rc, "replication", "master_repl_offset")
+                .and_then(|o| o.parse::<i64>().ok())
+                .is_some_and(|o| o >= target)
+        });
+        assert_eq!(scan_all(rc), keys, "{label}: replica {i}: key sets differ");
+        let got = durable_keys(rc, &keys, CLOCK_FIELDS);
+        for (k, w) in &want {
+            assert_eq!(&got[k], w, "{label}: replica {i}: {k} differs");
+        }
+        assert_effects_only(&format!("{label}: replica {i}"), rc);
+    }
+}
+
+/// A fake replica's diskless full sync that waits for its fork (a minute, unless the delay is
+/// lowered), and writes under prefix `window:` made while it waits, with the backlog its
+/// request created.
+fn waiting_full_sync(p: &Server, pc: &mut Connection) -> FakeReplica {
+    set(pc, "repl-diskless-sync", "yes");
+    set(pc, "repl-diskless-sync-delay", "60");
+    let a = fake_psync(p.port);
+    wait_for("the sync to wait for its fork", || {
+        replica_states(pc) == ["wait_bgsave"]
+            && info_field(pc, "replication", "repl_backlog_active").as_deref() == Some("1")
+    });
+    writes(pc, "window:");
+    a
+}
+
+/// A diskless full sync waits for its fork (`repl-diskless-sync-delay`): the replica's
+/// request has created the backlog, and every write until the fork enters it. The fake
+/// replica, the backlog and a real replica synced by the same fork see effects only.
 #[test]
-fn replicas_joining_a_quiet_primary_get_every_write() {
+fn delayed_diskless_sync_sends_effects_only() {
+    let (p, mut pc) = primary(ServerOptions::default());
+    writes(&mut pc, "before:");
+    let mut a = waiting_full_sync(&p, &mut pc);
+    assert_eq!(
+        replica_states(&mut pc),
+        ["wait_bgsave"],
+        "still before the fork"
+    );
+    // The fork now, for the fake replica and a real one.
+    set(&mut pc, "repl-diskless-sync-delay", "0");
+    let r = p.start_replica();
+    finish_full_sync(&mut a, "delayed diskless sync");
+    writes(&mut pc, "after:");
+    marker(&mut pc, "marker:a");
+    a.read_until_key("marker:a");
+    assert_effects("fake replica", &a.names());
+    assert_applied("fake replica", &a, "after:");
+
+    let b = backlog(&p, &mut pc, "delayed");
+    assert_effects("backlog", &b.names());
+    assert_applied("backlog", &b, "window:");
+    assert_applied("backlog", &b, "after:");
+    assert_replicas_identical("delayed diskless sync", &mut pc, &mut [r.con()]);
+}
+
+/// A replica that leaves before its fork leaves the backlog behind (for `repl-backlog-ttl`),
+/// collecting every write: effects only. A real replica that joins later is identical.
+#[test]
+fn replica_leaving_before_its_fork_leaves_effects_only() {
+    let (p, mut pc) = primary(ServerOptions::default());
+    writes(&mut pc, "before:");
+    let a = waiting_full_sync(&p, &mut pc);
+    drop(a);
+    wait_for("the replica to leave", || {
+        replica_states(&mut pc).is_empty()
+    });
+    writes(&mut pc, "left:");
+    let b = backlog(&p, &mut pc, "left");
+    assert_effects("backlog", &b.names());
+    assert_applied("backlog", &b, "window:");
+    assert_applied("backlog", &b, "left:");
+    drop(b);
+    set(&mut pc, "repl-diskless-sync-delay", "0");
+    let r = p.start_replica();
+    writes(&mut pc, "joined:");
+    assert_replicas_identical("replica after one left", &mut pc, &mut [r.con()]);
+}
+
+/// A legacy `SYNC` (no PSYNC, no capabilities: a snapshot on disk, then the stream) and
+/// `redis-cli --rdb` (a snapshot only) get effects only, and so does the backlog they leave.
+#[test]
+fn sync_and_rdb_download_get_effects_only() {
+    let (p, mut pc) = primary(ServerOptions::default());
+    writes(&mut pc, "before:");
+    let mut a = FakeReplica::connect(p.port);
+    a.send(&["SYNC"]);
+    a.read_snapshot();
+    writes(&mut pc, "sync:");
+    marker(&mut pc, "marker:sync");
+    a.read_until_key("marker:sync");
+    assert_effects("SYNC", &a.names());
+    assert_applied("SYNC", &a, "sync:");
+    drop(a);
+
+    let cli = std::env::var("RL_CLI").unwrap_or_else(|_| "redis-cli".into());
+    let rdb = p.dir.join("download.rdb");
+    let out = std::process::Command::new(&cli)
+        .args(["-h", "127.0.0.1", "-p", &p.port.to_string(), "--rdb"])
+        .arg(&rdb)
+        .output()
+        .expect("run redis-cli --rdb");
+    assert!(out.status.success(), "redis-cli --rdb: {out:?}");
+    writes(&mut pc, "rdb:");
+    let b = backlog(&p, &mut pc, "rdb");
+    assert_effects("backlog", &b.names());
+    assert_applied("backlog", &b, "sync:");
+    assert_applied("backlog", &b, "rdb:");
+}
+
+/// `CONFIG SET appendonly yes` at runtime: the AOF (written during its first rewrite and
+/// after) holds effects only, and loading it gives back every key as it was.
+#[test]
+fn aof_enabled_at_runtime_gets_effects_only() {
+    let (p, mut pc) = primary(ServerOptions::default());
+    writes(&mut pc, "before:");
+    set(&mut pc, "appendfsync", "always");
+    set(&mut pc, "appendonly", "yes");
+    writes(&mut pc, "rewrite:");
+    wait_for("the first AOF rewrite", || {
+        info_field(&mut pc, "persistence", "aof_enabled").as_deref() == Some("1")
+            && info_field(&mut pc, "persistence", "aof_rewrite_in_progress").as_deref() == Some("0")
+            && info_field(&mut pc, "persistence", "aof_rewrite_scheduled").as_deref() == Some("0")
+    });
+    writes(&mut pc, "aof:");
+    let cmds = aof_commands(&p);
+    let mut names = BTreeMap::new();
+    let mut applied = BTreeSet::new();
+    for c in &cmds {
+        let n = String::from_utf8_lossy(&c[0]).to_uppercase();
+        if n == "RL._APPLY" {
+            applied.insert(String::from_utf8_lossy(&c[1]).into_owned());
+        }
+        *names.entry(n).or_insert(0usize) += 1;
+    }
+    assert_effects("AOF", &names);
+    for k in [
+        "aof:gcra:a",
+        "aof:cell:a",
+        "aof:multi:a",
+        "aof:eval:b",
+        "aof:all:b",
+    ] {
+        assert!(applied.contains(k), "AOF: no RL._APPLY of {k}");
+    }
+    let keys = scan_all(&mut pc);
+    let want = durable_keys(&mut pc, &keys, CLOCK_FIELDS);
+    ok(&mut pc, &args!("DEBUG", "LOADAOF"));
+    assert_eq!(scan_all(&mut pc), keys, "keys after DEBUG LOADAOF");
+    assert_eq!(durable_keys(&mut pc, &keys, CLOCK_FIELDS), want);
+}
+
+/// A replica of a replica receives the primary's stream as its replica proxies it: effects
+/// only, and every server of the chain holds the same states.
+#[test]
+fn replica_chains_pass_effects_only() {
+    let (p, mut pc) = primary(ServerOptions::default());
+    writes(&mut pc, "before:");
+    let r1 = p.start_replica();
+    let mut f = fake_psync(r1.port);
+    finish_full_sync(&mut f, "chain");
+    let r2 = r1.start_replica();
+    writes(&mut pc, "chain:");
+    marker(&mut pc, "marker:chain");
+    f.read_until_key("marker:chain");
+    assert_effects("replica of a replica", &f.names());
+    assert_applied("replica of a replica", &f, "chain:");
+    assert_replicas_identical("chain", &mut pc, &mut [r1.con(), r2.con()]);
+}
+
+/// Valkey 8+: dual-channel replication (the snapshot on a channel of its own, the stream
+/// buffered meanwhile) with writes coming during a slowed-down snapshot.
+#[test]
+fn dual_channel_replication_gets_effects_only() {
+    let probe = Server::start();
+    let major = info_field(&mut probe.con(), "server", "valkey_version")
+        .and_then(|v| v.split('.').next().and_then(|m| m.parse::<u32>().ok()));
+    drop(probe);
+    if major.is_none_or(|m| m < 8) {
+        eprintln!("dual-channel replication: not a Valkey 8+ server, skipped");
+        return;
+    }
+    let dual = || ServerOptions {
+        extra: args!("--dual-channel-replication-enabled", "yes"),
+        ..Default::default()
+    };
+    let (p, mut pc) = primary(dual());
+    writes(&mut pc, "before:");
+    // A slow snapshot (20 ms per key): the writer's commands land while it is taken.
+    set(&mut pc, "rdb-key-save-delay", "20000");
     use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
     use std::sync::Arc;
-    let effects = |c: &mut Connection| info_field(c, "ratelimit", "ratelimit_effects_to_replicas");
-    for (label, diskless) in [("diskless", "yes"), ("disk-based", "no")] {
-        let mut rng = StdRng::seed_from_u64(7);
-        let spec = specs();
-        let mut tokens = BTreeMap::new();
-        let p = Server::start();
-        let mut pc = p.con();
-        ok(&mut pc, &args!("RL.CLOCK", "REAL"));
-        assert_eq!(effects(&mut pc).as_deref(), Some("no"), "{label}");
-        random_workload(&mut pc, &mut rng, &spec, &mut tokens, 4);
-        // A BGSAVE forks; Redis finds no replica and no backlog and stays quiet (Valkey
-        // propagates after any fork).
-        ok(&mut pc, &args!("BGSAVE"));
-        thread::sleep(Duration::from_millis(50));
-        while info_field(&mut pc, "persistence", "rdb_bgsave_in_progress").as_deref() != Some("0") {
-            thread::sleep(Duration::from_millis(10));
-        }
-        if info_field(&mut pc, "server", "server_name").as_deref() != Some("valkey") {
-            assert_eq!(effects(&mut pc).as_deref(), Some("no"), "{label}");
-        }
-        // Filler in db 1 makes the sync take long enough for many writes to land in it.
-        ok(&mut pc, &args!("SELECT", "1"));
-        ok(&mut pc, &args!("DEBUG", "POPULATE", "300000"));
-        ok(&mut pc, &args!("SELECT", "0"));
-        ok(
-            &mut pc,
-            &args!("CONFIG", "SET", "repl-diskless-sync", diskless),
-        );
-        ok(
-            &mut pc,
-            &args!("CONFIG", "SET", "repl-diskless-sync-delay", "1"),
-        );
-        let stop = Arc::new(AtomicBool::new(false));
-        let writer = {
-            let mut c = p.con();
-            let stop = stop.clone();
-            let wspecs = specs();
-            thread::spawn(move || {
-                let mut rng = StdRng::seed_from_u64(11);
-                let mut tokens = BTreeMap::new();
-                let mut n = 0usize;
-                while !stop.load(Relaxed) {
-                    let op = random_op(&mut rng, &wspecs, &tokens);
-                    let v = ok(&mut c, &op);
-                    note_reply(&mut tokens, &op, &v);
-                    // And writes that are always admitted: some must land between the
-                    // fork and the end of the sync.
-                    let k = format!("w:{}", n % 50);
-                    ok(&mut c, &args!("RL.GCRA", k, 1_000_000, 1, 1000));
-                    n += 1;
-                }
-                n
-            })
-        };
-        let r = p.start_replica();
-        stop.store(true, Relaxed);
-        let written = writer.join().expect("writer thread");
-        eprintln!("{label}: {written} commands during the sync");
-        assert_eq!(effects(&mut pc).as_deref(), Some("yes"), "{label}");
-        let mut rc = r.con();
-        random_workload(&mut pc, &mut rng, &spec, &mut tokens, 4);
-        sync_replica(&mut pc, &mut rc);
-        let n = compare(
-            &format!("replica of a quiet primary ({label})"),
-            &mut pc,
-            &mut rc,
-        );
-        eprintln!("{label}: {n} keys identical");
-        assert_effects_only(label, &mut rc);
-    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let mut c = p.con();
+        let stop = stop.clone();
+        thread::spawn(move || {
+            let mut n = 0;
+            while !stop.load(Relaxed) && n < 20 {
+                // Each round on fresh keys from T0: every key keeps a TTL of minutes.
+                clock_set(&mut c, T0);
+                writes(&mut c, &format!("dual{n}:"));
+                n += 1;
+            }
+            n
+        })
+    };
+    let r = p.start_replica_with(dual());
+    stop.store(true, Relaxed);
+    let rounds = writer.join().expect("writer");
+    eprintln!("dual-channel: {rounds} rounds of writes during the sync");
+    let log = std::fs::read_to_string(p.dir.join("redis.log")).unwrap_or_default();
+    assert!(
+        log.to_lowercase().contains("dual channel"),
+        "the sync did not use dual-channel replication:\n{}",
+        p.log_tail()
+    );
+    set(&mut pc, "rdb-key-save-delay", "0");
+    let b = backlog(&p, &mut pc, "dual");
+    assert_effects("backlog", &b.names());
+    assert_replicas_identical("dual-channel", &mut pc, &mut [r.con()]);
 }

@@ -213,17 +213,26 @@ fn zero_and_negative_arguments_are_errors() {
     throttle(&mut c, &args!("CL.THROTTLE", "k", 5, 10, 60));
     let before = snap_all(&mut c);
     let pos = |n: &str| format!("ERR {n} must be a positive integer");
+    let neg = |n: &str| format!("ERR {n} must not be negative");
     let mut cases: Vec<(Vec<String>, String)> = Vec::new();
     for key in ["k", "new"] {
         for bad in [0, -1, -100] {
-            cases.push((args!("CL.THROTTLE", key, bad, 10, 60), pos("max_burst")));
             cases.push((
                 args!("CL.THROTTLE", key, 5, bad, 60),
                 pos("count_per_period"),
             ));
             cases.push((args!("CL.THROTTLE", key, 5, 10, bad), pos("period")));
-            cases.push((args!("CL.THROTTLE", key, 5, 10, 60, bad), pos("quantity")));
         }
+        // max_burst 0 (no burst) and quantity 0 (a peek) are redis-cell's own.
+        for bad in [-1, -100] {
+            cases.push((args!("CL.THROTTLE", key, bad, 10, 60), neg("max_burst")));
+            cases.push((args!("CL.THROTTLE", key, 5, 10, 60, bad), neg("quantity")));
+        }
+        // The period's bound is in its own unit, seconds.
+        cases.push((
+            args!("CL.THROTTLE", key, 1, 1, 2_000_000_000),
+            "ERR period must be at most 1000000000".into(),
+        ));
         for bad in ["x", "1.5", "", "99999999999999999999"] {
             cases.push((args!("CL.THROTTLE", key, bad, 10, 60), ERR_NOT_INT.into()));
             cases.push((args!("CL.THROTTLE", key, 5, bad, 60), ERR_NOT_INT.into()));
@@ -243,6 +252,132 @@ fn zero_and_negative_arguments_are_errors() {
     }
     assert_eq!(snap_all(&mut c), before, "bad input changed data");
     ping(&mut c);
+}
+
+// ------------------------------------------------------- redis-cell's replies, as facts
+
+/// Replies recorded from redis-cell itself (brandur/redis-cell at 4d42338, built locally,
+/// its clock read from a file so that every call ran at the exact instant given; key expiry
+/// emulated at those instants with the TTL redis-cell set, whole ms truncated): (key,
+/// instant in ms after T0, the arguments after the key, redis-cell's reply, whether the key
+/// exists afterwards). Each key is one sequence, in order. Covered: max_burst 0, quantity 0
+/// on fresh and existing keys, quantity equal to and above the limit, the smallest and
+/// largest periods, emission intervals of 1 µs and of a fraction of a ns, big bursts and
+/// big intervals. Not here (the rule-change carry-over of GCRA states): lowering max_burst
+/// keeps the debt (`99 1 1 100` then `4 1 1`: redis-cell `[1,5,0,96,100]`).
+/// One recorded call: see [`CELL_FACTS`].
+type Fact = (&'static str, i64, &'static [i64], [i64; 5], bool);
+
+#[rustfmt::skip]
+const CELL_FACTS: &[Fact] = &[
+    ("b0", 0, &[0, 1, 2], [0, 1, 0, -1, 2], true),
+    ("b0", 0, &[0, 1, 2], [1, 1, 0, 2, 2], true),
+    ("b0", 1000, &[0, 1, 2], [1, 1, 0, 1, 1], true),
+    ("b0", 1999, &[0, 1, 2], [1, 1, 0, 1, 1], true),
+    ("b0", 2000, &[0, 1, 2], [0, 1, 0, -1, 2], true),
+    ("b0", 2000, &[0, 1, 2], [1, 1, 0, 2, 2], true),
+    ("b0f", 0, &[0, 10, 1], [0, 1, 0, -1, 1], true),
+    ("b0f", 50, &[0, 10, 1], [1, 1, 0, 1, 1], true),
+    ("b0f", 99, &[0, 10, 1], [1, 1, 0, 1, 1], true),
+    ("b0f", 100, &[0, 10, 1], [0, 1, 0, -1, 1], true),
+    ("b0f", 100, &[0, 10, 1, 0], [0, 1, 0, -1, 1], true),
+    ("b0f", 150, &[0, 10, 1, 2], [1, 1, 0, -1, 1], true),
+    ("p", 0, &[5, 1, 1, 0], [0, 6, 6, -1, 0], false),
+    ("p", 0, &[5, 1, 1, 0], [0, 6, 6, -1, 0], false),
+    ("p0", 0, &[0, 1, 2, 0], [0, 1, 1, -1, 0], false),
+    ("e", 0, &[5, 1, 1], [0, 6, 5, -1, 1], true),
+    ("e", 0, &[5, 1, 1], [0, 6, 4, -1, 2], true),
+    ("e", 0, &[5, 1, 1, 2], [0, 6, 2, -1, 4], true),
+    ("e", 500, &[5, 1, 1, 0], [0, 6, 2, -1, 4], true),
+    ("e", 500, &[5, 1, 1, 0], [0, 6, 2, -1, 4], true),
+    ("e", 500, &[5, 1, 1], [0, 6, 1, -1, 5], true),
+    ("e", 4000, &[5, 1, 1, 0], [0, 6, 5, -1, 1], true),
+    ("e", 5500, &[5, 1, 1, 0], [0, 6, 6, -1, 0], false),
+    ("e", 6000, &[5, 1, 1, 0], [0, 6, 6, -1, 0], false),
+    ("full", 0, &[1, 1, 10], [0, 2, 1, -1, 10], true),
+    ("full", 0, &[1, 1, 10], [0, 2, 0, -1, 20], true),
+    ("full", 1, &[1, 1, 10, 0], [0, 2, 0, -1, 20], true),
+    ("full", 1, &[1, 1, 10], [1, 2, 0, 10, 20], true),
+    ("l", 0, &[5, 1, 1, 6], [0, 6, 0, -1, 6], true),
+    ("l", 0, &[5, 1, 1, 1], [1, 6, 0, 1, 6], true),
+    ("l", 0, &[5, 1, 1, 0], [0, 6, 0, -1, 6], true),
+    ("l", 999, &[5, 1, 1, 1], [1, 6, 0, 1, 6], true),
+    ("l", 1000, &[5, 1, 1, 1], [0, 6, 0, -1, 6], true),
+    ("g", 0, &[5, 1, 1, 7], [1, 6, 6, -1, 0], false),
+    ("g", 0, &[5, 1, 1], [0, 6, 5, -1, 1], true),
+    ("g", 0, &[5, 1, 1, 7], [1, 6, 5, -1, 1], true),
+    ("g", 0, &[5, 1, 1, 1000000], [1, 6, 5, -1, 1], true),
+    ("g", 0, &[5, 1, 1, 6], [1, 6, 5, 1, 1], true),
+    ("g0", 0, &[0, 1, 1, 2], [1, 1, 1, -1, 0], false),
+    ("g0", 0, &[0, 1, 1, 1], [0, 1, 0, -1, 1], true),
+    ("g0", 0, &[0, 1, 1, 2], [1, 1, 0, -1, 1], true),
+    ("pmin", 0, &[0, 1, 1], [0, 1, 0, -1, 1], true),
+    ("pmin", 0, &[3, 1, 1], [0, 4, 2, -1, 2], true),
+    ("pmax", 0, &[0, 1, 1000000000], [0, 1, 0, -1, 1000000000], true),
+    ("pmax", 0, &[0, 1, 1000000000, 0], [0, 1, 0, -1, 1000000000], true),
+    ("pmax", 86400000, &[0, 1, 1000000000], [1, 1, 0, 999913600, 999913600], true),
+    ("us", 0, &[1, 1000000, 1], [0, 2, 1, -1, 0], false),
+    ("us", 0, &[1, 1000000, 1], [0, 2, 1, -1, 0], false),
+    ("us", 0, &[1, 1000000, 1], [0, 2, 1, -1, 0], false),
+    ("mb", 0, &[999999, 1000000, 1], [0, 1000000, 999999, -1, 0], false),
+    ("mb", 0, &[999999, 1000000, 1, 1000000], [0, 1000000, 0, -1, 1], true),
+    ("mb", 0, &[999999, 1000000, 1, 1], [1, 1000000, 0, 0, 1], true),
+    ("mb", 1, &[999999, 1000000, 1, 1000], [0, 1000000, 0, -1, 1], true),
+    ("big", 0, &[998, 1, 1000000], [0, 999, 998, -1, 1000000], true),
+    ("big", 0, &[998, 1, 1000000, 998], [0, 999, 0, -1, 999000000], true),
+    ("big", 0, &[998, 1, 1000000], [1, 999, 0, 1000000, 999000000], true),
+    ("big", 1000, &[998, 1, 1000000, 0], [0, 999, 0, -1, 998999999], true),
+    ("frac", 0, &[4, 3, 7], [0, 5, 4, -1, 3], true),
+    ("frac", 0, &[4, 3, 7, 3], [0, 5, 1, -1, 10], true),
+    ("frac", 0, &[4, 3, 7, 2], [1, 5, 1, 3, 10], true),
+    ("frac", 2333, &[4, 3, 7], [0, 5, 0, -1, 10], true),
+    ("frac", 2334, &[4, 3, 7], [0, 5, 0, -1, 12], true),
+    ("third", 0, &[2, 3, 1], [0, 3, 2, -1, 1], true),
+    ("third", 0, &[2, 3, 1, 3], [1, 3, 2, 1, 1], true),
+    ("third", 333, &[2, 3, 1], [0, 3, 2, -1, 1], true),
+    ("third", 334, &[2, 3, 1], [0, 3, 1, -1, 1], true),
+    ("third", 334, &[2, 3, 1, 0], [0, 3, 1, -1, 1], true),
+];
+
+#[test]
+fn replies_and_keys_equal_redis_cells_recorded_facts() {
+    let srv = Server::start();
+    let mut c = srv.con();
+    // Per key: when its TTL runs out at the test clock's instants (the server's own expiry
+    // runs on the real clock, which barely moves during the test).
+    let mut expires: BTreeMap<&str, i64> = BTreeMap::new();
+    for (i, &(key, off, rest, want, exists_after)) in CELL_FACTS.iter().enumerate() {
+        let now_ms = T0 + off;
+        clock_set(&mut c, now_ms);
+        if expires.get(key).is_some_and(|&at| now_ms >= at) {
+            ok(&mut c, &args!("DEL", key));
+            expires.remove(key);
+        }
+        let before = info(&mut c, key).map(|m| info_int(&m, "tat_ns"));
+        let mut a = args!("CL.THROTTLE", key);
+        a.extend(rest.iter().map(|v| v.to_string()));
+        let got = throttle(&mut c, &a);
+        assert_eq!(got, want, "row {i}: {a:?} at T0 + {off} ms");
+        let after = info(&mut c, key).map(|m| info_int(&m, "tat_ns"));
+        assert_eq!(
+            after.is_some(),
+            exists_after,
+            "row {i}: {a:?} at T0 + {off} ms: key exists afterwards"
+        );
+        match after {
+            Some(tat) if after != before => {
+                let ttl_ms = (i128::from(tat) - i128::from(now_ms) * 1_000_000) / 1_000_000;
+                expires.insert(key, now_ms + ttl_ms as i64);
+            }
+            Some(_) => {}
+            None => {
+                expires.remove(key);
+            }
+        }
+        if rest.get(3) == Some(&0) {
+            assert_eq!(after, before, "row {i}: a peek wrote");
+        }
+    }
 }
 
 // ------------------------------------------------------------------ redis-cell's state

@@ -19,14 +19,15 @@ pub struct Params {
 }
 
 impl Params {
-    /// Validates: every argument at least 1 (redis-cell answers nonsense otherwise), the
-    /// interval at least 1 µs (redis-cell divides by it in µs), `dvt` within range.
+    /// Validates: count and period at least 1 (redis-cell answers nonsense otherwise; a
+    /// `max_burst` of 0 is no burst, one request per interval), the period at most
+    /// [`MAX_SPAN_MS`] in seconds, the interval at least 1 µs (redis-cell divides by it in
+    /// µs), `dvt` within range.
     pub fn new(max_burst: u64, count: u64, period_s: u64) -> Result<Self, ParamError> {
-        super::positive(max_burst, "max_burst")?;
         super::positive(count, "count_per_period")?;
         super::positive(period_s, "period")?;
         if period_s > MAX_SPAN_MS / 1000 {
-            return Err(ParamError::SpanTooLarge("period"));
+            return Err(ParamError::AtMost("period", MAX_SPAN_MS / 1000));
         }
         let period_ns = i128::from(period_s) * NS_PER_S;
         let t_ns = ((period_ns as f64) / (count as f64)) as i64 as i128;
@@ -65,15 +66,19 @@ pub struct Reply {
     pub reset_after_s: i64,
 }
 
-/// redis-cell's rounding: whole seconds (truncated), plus one if a whole ms remains.
+/// redis-cell's rounding: the duration in seconds through `f64` (`as_seconds_f64() as
+/// i64`: exact below 2^53 s except that a fraction within an `f64` step of 1 rounds up),
+/// plus one if a whole ms remains.
 fn cell_secs(ns: i128) -> i64 {
     let s = ns / NS_PER_S;
-    let sub_ms = (ns % NS_PER_S) / 1_000_000;
-    (s + i128::from(sub_ms > 0)) as i64
+    let sub = ns % NS_PER_S;
+    let secs = (s as f64 + sub as f64 / NS_PER_S as f64) as i64;
+    secs + i64::from(sub / 1_000_000 > 0)
 }
 
-/// One `CL.THROTTLE` of `quantity` (>= 1) at `now_ns`. Returns the reply, the TAT in ns to
-/// store (when admitted, or clamped after a clock jump) and the time to fresh in ns (the TTL).
+/// One `CL.THROTTLE` of `quantity` at `now_ns` (0 is a peek: the caller stores nothing).
+/// Returns the reply, the TAT in ns to store (when admitted, or clamped after a clock jump)
+/// and the time to fresh in ns.
 pub fn throttle(
     tat_ns: Option<u64>,
     p: &Params,
@@ -176,8 +181,42 @@ mod tests {
     }
 
     #[test]
+    fn max_burst_zero_is_one_request_per_interval() {
+        let p = Params::new(0, 1, 2).unwrap();
+        let mut tat = None;
+        assert_eq!(run(&p, &mut tat, 1, NOW), [0, 1, 0, -1, 2]);
+        assert_eq!(run(&p, &mut tat, 1, NOW), [1, 1, 0, 2, 2]);
+        assert_eq!(run(&p, &mut tat, 1, NOW + 2_000_000_000), [0, 1, 0, -1, 2]);
+    }
+
+    #[test]
+    fn quantity_zero_peeks() {
+        let p = Params::new(5, 1, 1).unwrap();
+        assert_eq!(throttle(None, &p, 0, NOW).0.remaining, 6);
+        let mut tat = None;
+        run(&p, &mut tat, 2, NOW);
+        let (r, _, ttl) = throttle(tat, &p, 0, NOW + 500_000_000);
+        assert_eq!((r.limited, r.remaining, r.reset_after_s), (false, 4, 2));
+        assert_eq!(ttl, 1_500_000_000);
+    }
+
+    #[test]
+    fn seconds_round_as_redis_cell_does() {
+        assert_eq!(cell_secs(-NS_PER_S), -1);
+        assert_eq!(cell_secs(0), 0);
+        assert_eq!(cell_secs(999_999), 0);
+        assert_eq!(cell_secs(1_000_000), 1);
+        assert_eq!(cell_secs(2 * NS_PER_S), 2);
+        // Near 10^9 s an f64 step is 2^-23 s: a fraction that close to 1 rounds up first.
+        assert_eq!(
+            cell_secs(999_999_999 * NS_PER_S + 999_999_990),
+            1_000_000_001
+        );
+    }
+
+    #[test]
     fn refuses_nonsense() {
-        assert!(Params::new(0, 1, 1).is_err());
+        assert!(Params::new(0, 1, 1).is_ok());
         assert!(Params::new(1, 0, 1).is_err());
         assert!(Params::new(1, 1, 0).is_err());
         assert!(Params::new(1, 2_000_000, 1).is_err());

@@ -48,6 +48,10 @@ pub enum ParamError {
     NotPositive(&'static str),
     /// The named duration exceeds [`MAX_SPAN_MS`].
     SpanTooLarge(&'static str),
+    /// The named parameter exceeds a bound in its own unit (CL.THROTTLE's seconds).
+    AtMost(&'static str, u64),
+    /// The named parameter must not be negative.
+    Negative(&'static str),
     /// The combination of parameters covers more than [`MAX_SPAN_MS`].
     TooLarge(&'static str),
     /// The cost exceeds the named limit parameter.

@@ -174,7 +174,7 @@ pub fn all(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
             };
             let out = it.rule.hit(state, it.cost, now, true);
             if out.wrote {
-                let eff = effect(ctx, state);
+                let eff = effect(state);
                 let owned = held.map_or(fresh, Held::to_store);
                 if let Some(k) = keys.get(i) {
                     commit(ctx, k, it.key, owned, eff, out.decision.reset_after_ms);

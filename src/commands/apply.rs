@@ -4,7 +4,7 @@
 
 use crate::datatype;
 use crate::error::{Error, APPLY_INTERNAL, APPLY_PAYLOAD};
-use crate::rm::{self, api, Ctx, Key, RStr};
+use crate::rm::{self, Ctx, Key, RStr};
 use crate::state::split_payload;
 use redis_module::raw;
 
@@ -33,8 +33,8 @@ pub fn apply(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
     }
     rm::signal_modified(ctx, name);
     rm::notify(ctx, algo, name);
-    // A replica's own AOF gets the effect too.
-    api!(RedisModule_ReplicateVerbatim(ctx) else 0);
+    // A replica's own AOF gets the effect too (the same effect, never the command verbatim).
+    crate::propagate::apply(ctx, name, rm::bytes(*payload));
     rm::reply_simple(ctx, c"OK");
     Ok(())
 }

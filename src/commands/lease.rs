@@ -27,7 +27,7 @@ fn with_leases(
                 _ => (false, 0),
             };
             if changed {
-                let eff = effect(ctx, &held);
+                let eff = effect(&held);
                 commit(ctx, &key, name, held.to_store(), eff, ttl);
             }
             changed

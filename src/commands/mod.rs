@@ -35,7 +35,6 @@ pub fn dispatch(ctx: Ctx, argv: *mut RStr, argc: c_int, h: Handler, stat: Stat) 
         _ => &[],
     };
     let res = catch_unwind(AssertUnwindSafe(|| h(ctx, args)));
-    propagate::finish(ctx);
     match res {
         Ok(Ok(())) => rm::OK,
         Ok(Err(Error::Arity)) => {
@@ -119,24 +118,24 @@ pub fn run(ctx: Ctx, name: RStr, rule: &Rule, opts: Opts) -> Result<Outcome, Err
     let out = rule.hit(state, opts.cost, now, !opts.dryrun);
     stats::decided(out.decision.allowed);
     if out.wrote {
-        let eff = effect(ctx, state);
+        let eff = effect(state);
         let owned = held.map_or(fresh, Held::to_store);
         commit(ctx, &key, name, owned, eff, out.decision.reset_after_ms);
     }
     Ok(out)
 }
 
-/// What a write propagates: the state's encoding, or nothing while nothing can receive it.
+/// What a write propagates: the state's encoding (always: see [`propagate`]).
 pub struct Effect {
     algo: Algo,
-    enc: Option<Encoded>,
+    enc: Encoded,
 }
 
 /// The effect of writing `s` (encoded before the state is moved into its key).
-pub fn effect(ctx: Ctx, s: &State) -> Effect {
+pub fn effect(s: &State) -> Effect {
     Effect {
         algo: s.algo(),
-        enc: (!propagate::quiet(ctx)).then(|| s.encode()),
+        enc: s.encode(),
     }
 }
 
@@ -150,11 +149,7 @@ pub fn commit(ctx: Ctx, key: &Key, name: RStr, owned: Option<State>, eff: Effect
         // Equivalent to a fresh key: no state at all.
         if !matches!(datatype::slot(key), Slot::Empty) {
             key.delete();
-            // One decision per write: the effect says whether anything listens.
-            match eff.enc {
-                Some(_) => propagate::del(ctx, name),
-                None => propagate::skipped(),
-            }
+            propagate::del(ctx, name);
         }
         return;
     }
@@ -169,8 +164,6 @@ pub fn commit(ctx: Ctx, key: &Key, name: RStr, owned: Option<State>, eff: Effect
     key.set_abs_expire(i64::try_from(at).unwrap_or(i64::MAX));
     rm::signal_modified(ctx, name);
     rm::notify(ctx, algo, name);
-    match eff.enc {
-        Some(mut enc) => propagate::apply(ctx, name, enc.with_expiry(at)),
-        None => propagate::skipped(),
-    }
+    let mut enc = eff.enc;
+    propagate::apply(ctx, name, enc.with_expiry(at));
 }

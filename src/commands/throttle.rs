@@ -4,7 +4,7 @@
 
 use super::{commit, effect, state_of};
 use crate::algo::{cell, gcra, NS_PER_MS};
-use crate::args::positive;
+use crate::args::{non_negative, positive};
 use crate::clock;
 use crate::error::{Error, WRONGTYPE};
 use crate::rm::{self, Ctx, Key, RStr};
@@ -26,12 +26,13 @@ pub fn throttle(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
         _ => return Err(Error::Arity),
     };
     let p = cell::Params::new(
-        positive(burst, "max_burst")?,
+        non_negative(burst, "max_burst")?,
         positive(count, "count_per_period")?,
         positive(period, "period")?,
     )?;
+    // 0 is redis-cell's peek: the same reply, and nothing written here, ever.
     let quantity = match quantity {
-        Some(q) => positive(q, "quantity")?,
+        Some(q) => non_negative(q, "quantity")?,
         None => 1,
     };
     let names = ["max_burst", "count_per_period", "period"];
@@ -52,13 +53,15 @@ pub fn throttle(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
         }
     };
     let (reply, stored, ttl_ns) = cell::throttle(tat, &p, quantity, now_ns);
-    if let Some(ns) = stored {
+    if let Some(ns) = stored.filter(|_| quantity > 0) {
         let next = State::Gcra(Bucket {
             params: gp,
             tat: gcra::Tat { ns, frac: 0 },
         });
-        let eff = effect(ctx, &next);
-        let ttl_ms = u64::try_from(ttl_ns).unwrap_or(0).div_ceil(NS_PER_MS);
+        let eff = effect(&next);
+        // redis-cell's TTL: whole ms, truncated (a debt under 1 ms leaves no key at all, so
+        // the next call at the same instant finds a fresh key there too).
+        let ttl_ms = u64::try_from(ttl_ns).unwrap_or(0) / NS_PER_MS;
         commit(ctx, &key, name, Some(next), eff, ttl_ms);
     }
     crate::stats::decided(!reply.limited);
