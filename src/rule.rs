@@ -78,8 +78,11 @@ impl Rule {
         }
     }
 
-    /// Decides a request of `cost` against `s` (the stored state, or [`Rule::fresh`]).
-    /// When admitted and `commit`, updates `s` in place under this rule's parameters.
+    /// Decides a request of `cost` against `s` (the stored state, or [`Rule::fresh`]), as
+    /// of the key's own time when the clock reads earlier. When admitted and `commit`,
+    /// updates `s` in place under this rule's parameters; a refusal or a dry run changes
+    /// nothing (but for a GCRA-family state re-timed under another emission interval, which
+    /// a committed refusal stores).
     pub fn hit(&self, s: &mut State, cost: u64, now_us: u64, commit: bool) -> Outcome {
         if s.algo() != self.algo() {
             return self.hit(&mut self.fresh(), cost, now_us, false);
@@ -94,7 +97,8 @@ impl Rule {
                     extra = Extra::Delay(if d.allowed { delay } else { 0 });
                 }
                 match next {
-                    // Admitted, or clamped after a clock jump: store under this rule's numbers.
+                    // Admitted, or re-timed under a changed emission interval (the rule change
+                    // taking effect, also on a refusal): store under this rule's numbers.
                     Some(tat) if commit => {
                         *b = Bucket { params: *p, tat };
                         (d, true)

@@ -4,6 +4,9 @@
 //! (`T = (period_ns as f64 / count as f64) as i64`), a tolerance `dvt = T * (max_burst + 1)`,
 //! replies seconds truncated then plus one if at least a whole ms remains, and computes
 //! `remaining` as `(next_us as f64 / T_us as f64) as i64`. Those choices are kept as they are.
+//! Unlike redis-cell, time never runs backwards for a key: a request is decided as of the
+//! key's own time when the clock reads earlier (see [`super::gcra`]), and nothing is
+//! clamped or written on a refusal.
 
 use super::{ParamError, MAX_SPAN_MS, NS_PER_MS};
 
@@ -72,38 +75,52 @@ fn cell_secs(ns: i128) -> i64 {
     (s + i128::from(sub_ms > 0)) as i64
 }
 
-/// One `CL.THROTTLE` of `quantity` (>= 1) at `now_ns`. Returns the reply, the TAT in ns to
-/// store (when admitted, or clamped after a clock jump) and the time to fresh in ns (the TTL).
+/// A stored state as `CL.THROTTLE` reads it, in ns: the effective now (never before the
+/// key's own time, never before now) and the TAT.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Held {
+    pub at_ns: u64,
+    pub tat_ns: u64,
+}
+
+impl Params {
+    /// The emission interval in ns (redis-cell's truncation).
+    pub fn t_ns(&self) -> u64 {
+        u64::try_from(self.t_ns).unwrap_or(u64::MAX)
+    }
+}
+
+/// One `CL.THROTTLE` of `quantity` (>= 1) at `now_ns`, decided as of the effective now
+/// (`held.at_ns`; `now_ns` for a missing key or redis-cell's own state, which has no numbers
+/// of its own). Returns the reply, the TAT in ns to store (when admitted; a refusal stores
+/// nothing) and the time to fresh from `now_ns` in ns (the TTL). Retry and reset count from
+/// `now_ns`, so they include the time the clock still needs to catch up.
 pub fn throttle(
-    tat_ns: Option<u64>,
+    held: Option<Held>,
     p: &Params,
     quantity: u64,
     now_ns: u64,
 ) -> (Reply, Option<u64>, i128) {
     let now = i128::from(now_ns);
+    let at = held.map_or(now, |h| i128::from(h.at_ns).max(now));
     let t = p.t_ns;
     let dvt = t * (i128::from(p.max_burst) + 1);
     let increment = t * i128::from(quantity);
-    // A TAT further ahead than an admission could have left it is read as fully spent.
-    let stored_tat = tat_ns.map(i128::from);
-    let tat = stored_tat.map_or(now, |v| v.min(now + dvt)).max(now);
+    let tat = held.map_or(at, |h| i128::from(h.tat_ns)).max(at);
     let new_tat = tat + increment;
-    let diff = now - (new_tat - dvt);
+    let diff = at - (new_tat - dvt);
     let (limited, retry, ttl, stored) = if diff < 0 {
-        let retry = if increment <= dvt { -diff } else { -NS_PER_S };
-        // Refused: nothing to store, unless the stored TAT lay beyond `now + dvt` (a clock
-        // that ran ahead): then the clamped one, so the caller is blocked for at most `dvt`.
-        let clamped = stored_tat.is_some_and(|v| v > tat);
-        (
-            true,
-            retry,
-            tat - now,
-            clamped.then(|| u64::try_from(tat).ok()).flatten(),
-        )
+        let retry = if increment <= dvt {
+            -diff + (at - now)
+        } else {
+            -NS_PER_S
+        };
+        (true, retry, tat - now, None)
     } else {
         (false, -NS_PER_S, new_tat - now, u64::try_from(new_tat).ok())
     };
-    let next = dvt - ttl;
+    // redis-cell's `remaining`, as of the effective now.
+    let next = dvt - (ttl - (at - now));
     let remaining = if next > -t {
         ((next / 1_000) as f64 / (t / 1_000) as f64) as i64
     } else {
@@ -126,7 +143,8 @@ mod tests {
     const NOW: u64 = 1_700_000_040_000_000_000;
 
     fn run(p: &Params, tat: &mut Option<u64>, q: u64, now: u64) -> [i64; 5] {
-        let (r, n, _) = throttle(*tat, p, q, now);
+        let held = tat.map(|tat_ns| Held { at_ns: now, tat_ns });
+        let (r, n, _) = throttle(held, p, q, now);
         if let Some(n) = n {
             *tat = Some(n);
         }
@@ -162,17 +180,70 @@ mod tests {
     }
 
     #[test]
-    fn clock_back_blocks_at_most_the_reset_time() {
+    fn clock_back_decides_at_the_keys_own_time() {
         let p = Params::new(1, 1, 60).unwrap();
         let day = 86_400_000_000_000;
         let mut tat = None;
         for _ in 0..3 {
             run(&p, &mut tat, 1, NOW + day);
         }
-        // A day back: read as fully spent, and stored so.
-        assert_eq!(run(&p, &mut tat, 1, NOW), [1, 2, 0, 60, 120]);
-        assert_eq!(tat, Some(NOW + 120_000_000_000));
-        assert_eq!(run(&p, &mut tat, 1, NOW + 121_000_000_000)[0], 0);
+        let written = tat;
+        // A day back: still spent; the replies count the day the clock must catch up, and
+        // nothing is written.
+        assert_eq!(run(&p, &mut tat, 1, NOW), [1, 2, 0, 86_460, 86_520]);
+        assert_eq!(tat, written);
+        assert_eq!(run(&p, &mut tat, 1, NOW + day + 59_000_000_000)[0], 1);
+        assert_eq!(run(&p, &mut tat, 1, NOW + day + 60_000_000_000)[0], 0);
+    }
+
+    #[test]
+    fn lowering_max_burst_keeps_the_debt() {
+        // redis-cell: `99 1 1 100` then `4 1 1` answers [1, 5, 0, 96, 100].
+        let mut tat = None;
+        assert_eq!(
+            run(&Params::new(99, 1, 1).unwrap(), &mut tat, 100, NOW),
+            [0, 100, 0, -1, 100]
+        );
+        assert_eq!(
+            run(&Params::new(4, 1, 1).unwrap(), &mut tat, 1, NOW),
+            [1, 5, 0, 96, 100]
+        );
+    }
+
+    #[test]
+    fn effective_now_ahead_of_the_clock() {
+        // A re-timed state whose own time is 10 s ahead: decided there, counted from now.
+        let p = Params::new(4, 1, 1).unwrap();
+        let held = Held {
+            at_ns: NOW + 10_000_000_000,
+            tat_ns: NOW + 13_000_000_000,
+        };
+        let (r, stored, ttl) = throttle(Some(held), &p, 1, NOW);
+        assert_eq!(
+            [
+                r.limited as i64,
+                r.remaining,
+                r.retry_after_s,
+                r.reset_after_s
+            ],
+            [0, 1, -1, 14]
+        );
+        assert_eq!((stored, ttl), (Some(NOW + 14_000_000_000), 14_000_000_000));
+        let held = Held {
+            at_ns: NOW + 10_000_000_000,
+            tat_ns: NOW + 15_000_000_000,
+        };
+        let (r, stored, _) = throttle(Some(held), &p, 1, NOW);
+        assert_eq!(
+            [
+                r.limited as i64,
+                r.remaining,
+                r.retry_after_s,
+                r.reset_after_s
+            ],
+            [1, 0, 11, 15]
+        );
+        assert_eq!(stored, None);
     }
 
     #[test]
