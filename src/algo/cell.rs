@@ -4,9 +4,8 @@
 //! (`T = (period_ns as f64 / count as f64) as i64`), a tolerance `dvt = T * (max_burst + 1)`,
 //! replies seconds truncated then plus one if at least a whole ms remains, and computes
 //! `remaining` as `(next_us as f64 / T_us as f64) as i64`. Those choices are kept as they are.
-//! Unlike redis-cell, time never runs backwards for a key: a request is decided as of the
-//! key's own time when the clock reads earlier (see [`super::gcra`]), and nothing is
-//! clamped or written on a refusal.
+//! As in redis-cell, a TAT ahead of the clock is read as it is (nothing clamped, a refusal
+//! writes nothing): time never runs backwards for the key (see [`super::gcra`]).
 
 use super::{ParamError, MAX_SPAN_MS, NS_PER_MS};
 
@@ -75,14 +74,6 @@ fn cell_secs(ns: i128) -> i64 {
     (s + i128::from(sub_ms > 0)) as i64
 }
 
-/// A stored state as `CL.THROTTLE` reads it, in ns: the effective now (never before the
-/// key's own time, never before now) and the TAT.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Held {
-    pub at_ns: u64,
-    pub tat_ns: u64,
-}
-
 impl Params {
     /// The emission interval in ns (redis-cell's truncation).
     pub fn t_ns(&self) -> u64 {
@@ -90,37 +81,30 @@ impl Params {
     }
 }
 
-/// One `CL.THROTTLE` of `quantity` (>= 1) at `now_ns`, decided as of the effective now
-/// (`held.at_ns`; `now_ns` for a missing key or redis-cell's own state, which has no numbers
-/// of its own). Returns the reply, the TAT in ns to store (when admitted; a refusal stores
-/// nothing) and the time to fresh from `now_ns` in ns (the TTL). Retry and reset count from
-/// `now_ns`, so they include the time the clock still needs to catch up.
+/// One `CL.THROTTLE` of `quantity` (>= 1) at `now_ns`. Returns the reply, the TAT in ns to
+/// store (when admitted; a refusal stores nothing) and the time to fresh in ns (the TTL).
+/// A TAT further ahead than an admission could leave it (a clock that reads earlier than the
+/// key's own time) is read as it is: refused, with the time the clock must catch up counted.
 pub fn throttle(
-    held: Option<Held>,
+    tat_ns: Option<u64>,
     p: &Params,
     quantity: u64,
     now_ns: u64,
 ) -> (Reply, Option<u64>, i128) {
     let now = i128::from(now_ns);
-    let at = held.map_or(now, |h| i128::from(h.at_ns).max(now));
     let t = p.t_ns;
     let dvt = t * (i128::from(p.max_burst) + 1);
     let increment = t * i128::from(quantity);
-    let tat = held.map_or(at, |h| i128::from(h.tat_ns)).max(at);
+    let tat = tat_ns.map_or(now, i128::from).max(now);
     let new_tat = tat + increment;
-    let diff = at - (new_tat - dvt);
+    let diff = now - (new_tat - dvt);
     let (limited, retry, ttl, stored) = if diff < 0 {
-        let retry = if increment <= dvt {
-            -diff + (at - now)
-        } else {
-            -NS_PER_S
-        };
+        let retry = if increment <= dvt { -diff } else { -NS_PER_S };
         (true, retry, tat - now, None)
     } else {
         (false, -NS_PER_S, new_tat - now, u64::try_from(new_tat).ok())
     };
-    // redis-cell's `remaining`, as of the effective now.
-    let next = dvt - (ttl - (at - now));
+    let next = dvt - ttl;
     let remaining = if next > -t {
         ((next / 1_000) as f64 / (t / 1_000) as f64) as i64
     } else {
@@ -143,8 +127,7 @@ mod tests {
     const NOW: u64 = 1_700_000_040_000_000_000;
 
     fn run(p: &Params, tat: &mut Option<u64>, q: u64, now: u64) -> [i64; 5] {
-        let held = tat.map(|tat_ns| Held { at_ns: now, tat_ns });
-        let (r, n, _) = throttle(held, p, q, now);
+        let (r, n, _) = throttle(*tat, p, q, now);
         if let Some(n) = n {
             *tat = Some(n);
         }
@@ -208,42 +191,6 @@ mod tests {
             run(&Params::new(4, 1, 1).unwrap(), &mut tat, 1, NOW),
             [1, 5, 0, 96, 100]
         );
-    }
-
-    #[test]
-    fn effective_now_ahead_of_the_clock() {
-        // A re-timed state whose own time is 10 s ahead: decided there, counted from now.
-        let p = Params::new(4, 1, 1).unwrap();
-        let held = Held {
-            at_ns: NOW + 10_000_000_000,
-            tat_ns: NOW + 13_000_000_000,
-        };
-        let (r, stored, ttl) = throttle(Some(held), &p, 1, NOW);
-        assert_eq!(
-            [
-                r.limited as i64,
-                r.remaining,
-                r.retry_after_s,
-                r.reset_after_s
-            ],
-            [0, 1, -1, 14]
-        );
-        assert_eq!((stored, ttl), (Some(NOW + 14_000_000_000), 14_000_000_000));
-        let held = Held {
-            at_ns: NOW + 10_000_000_000,
-            tat_ns: NOW + 15_000_000_000,
-        };
-        let (r, stored, _) = throttle(Some(held), &p, 1, NOW);
-        assert_eq!(
-            [
-                r.limited as i64,
-                r.remaining,
-                r.retry_after_s,
-                r.reset_after_s
-            ],
-            [1, 0, 11, 15]
-        );
-        assert_eq!(stored, None);
     }
 
     #[test]

@@ -15,8 +15,9 @@
 //! time the clock still needs to catch up. Nothing is clamped and a refusal writes nothing.
 //!
 //! A rule changed for an existing key carries the state over by its units: the TAT's lead
-//! over the effective now, in units of the old interval rounded up, becomes that many units
-//! of the new interval. An unchanged interval (only the burst changed) keeps the TAT as it
+//! over the effective now (under the old rule), in units of the old interval rounded up,
+//! becomes that many units of the new interval from there; the result is then read like any
+//! TAT under the new rule. An unchanged interval (only the burst changed) keeps the TAT as it
 //! is, so a lowered burst keeps the caller's debt. The re-timed state is stored by the first
 //! request under the new interval even when it is refused (the rule change taking effect,
 //! once: from then on the state decays at the new rate), unless the clock is behind the
@@ -156,14 +157,19 @@ impl Tat {
 }
 
 /// A state as a request under `p` sees it, in ticks of `p`: the real now, the effective now
-/// (never before the key's own time) and the TAT (never before the effective now).
+/// (never before the key's own time), the TAT (never before the effective now), and whether
+/// it was re-timed from another emission interval with the clock not behind the key's time
+/// (then a refusal stores it).
 struct View {
     now: u128,
     at: u128,
     tat: u128,
+    retimed: bool,
 }
 
-/// The stored state read under `p` at `now_us` (see the module documentation).
+/// The stored state read under `p` at `now_us` (see the module documentation): re-timed if
+/// its interval differs (units counted at the key's own time under its own rule), then read
+/// like any TAT under `p`, at `max(now, TAT - tau)`.
 #[inline]
 fn view(s: Option<Stored>, p: &Params, now_us: u64) -> View {
     let now = p.ticks_of(now_us);
@@ -172,36 +178,38 @@ fn view(s: Option<Stored>, p: &Params, now_us: u64) -> View {
             now,
             at: now,
             tat: now,
+            retimed: false,
         };
     };
     let o = s.rule;
-    let (own_at, own_tat, units) = s.own_view(now_us);
-    let at = rescale(own_at, o.count, p.count).max(now);
-    let tat = if o.same_interval(p) {
-        rescale(own_tat, o.count, p.count)
+    let (tat, retimed) = if o.same_interval(p) {
+        (rescale(s.own_ticks(), o.count, p.count), false)
     } else {
-        at + units * p.t()
+        let (own_at, _, units) = s.own_view(now_us);
+        let at = rescale(own_at, o.count, p.count).max(now);
+        (at + units * p.t(), at == now)
     };
     View {
         now,
-        at,
-        tat: tat.max(at),
+        at: now.max(tat.saturating_sub(p.tau())),
+        tat: tat.max(now),
+        retimed,
     }
 }
 
-/// The stored state read by `CL.THROTTLE` under `p` (the call's numbers) with redis-cell's
-/// emission interval `t_ns`, at `now_us`: the effective now and the TAT, in whole ns
-/// (rounded up), as [`view`] defines them.
-pub fn view_ns(s: Stored, p: &Params, t_ns: u64, now_us: u64) -> (u64, u64) {
+/// The stored state read by `CL.THROTTLE` under `p` (the call's numbers), re-timed with
+/// redis-cell's emission interval `t_ns` if its own interval differs, at `now_us`: the TAT in
+/// whole ns (rounded up), and whether it was re-timed with the clock not behind the key's
+/// own time (then a refusal stores it), as [`view`] defines them.
+pub fn view_ns(s: Stored, p: &Params, t_ns: u64, now_us: u64) -> (u64, bool) {
     let o = s.rule;
-    let (own_at, own_tat, units) = s.own_view(now_us);
+    if o.same_interval(p) {
+        return (sat_u64(div_ceil(s.own_ticks(), u128::from(o.count))), false);
+    }
+    let (own_at, _, units) = s.own_view(now_us);
     let at = div_ceil(own_at, u128::from(o.count));
-    let tat = if o.same_interval(p) {
-        div_ceil(own_tat, u128::from(o.count))
-    } else {
-        at + units * u128::from(t_ns)
-    };
-    (sat_u64(at), sat_u64(tat.max(at)))
+    let now_ns = u128::from(now_us) * 1000;
+    (sat_u64(at + units * u128::from(t_ns)), at == now_ns)
 }
 
 /// Decides one request of `cost` (validated `1..=burst`) at `now_us`, as of the effective
@@ -233,8 +241,7 @@ pub fn decide(s: Option<Stored>, p: &Params, cost: u64, now_us: u64) -> (Decisio
             retry_after_ms: sat_u64(div_ceil(next - tau - v.now, tick_ms)),
             reset_after_ms: sat_u64(div_ceil(v.tat - v.now, tick_ms)),
         };
-        let retimed = v.at == v.now && s.is_some_and(|s| !s.rule.same_interval(p));
-        (d, retimed.then(|| Tat::from_ticks(v.tat, p.count)))
+        (d, v.retimed.then(|| Tat::from_ticks(v.tat, p.count)))
     }
 }
 
@@ -472,27 +479,24 @@ mod tests {
     }
 
     #[test]
-    fn rule_change_after_the_clock_went_back_decides_at_the_keys_time() {
+    fn rule_change_while_the_clock_is_behind() {
         // Spent under 10 per hour at T0 + 1 h; the clock reads T0; the rule becomes 10 per
-        // second: the caller is free one second after the key's own time, not before.
+        // second with burst 20. The 10 units held at the key's own time (T0 + 1 h) become
+        // 10 of 100 ms from there; read at T0 that state is refused, with the hour counted,
+        // and nothing is written (the clock is behind).
         let hourly = p(10, 10, 3_600_000);
         let fast = p(20, 10, 1000);
         let mut k = None;
         hit_key(&mut k, &hourly, 10, T0 + HOUR_US);
-        // The key's own time is T0 + 1 h (TAT - tau): 10 units of 100 ms are held, and the
-        // larger burst leaves room for 10 more at once.
-        let d = decide(k.as_ref().map(Key::stored), &fast, 10, T0).0;
+        let (d, next) = decide(k.as_ref().map(Key::stored), &fast, 1, T0);
         assert_eq!(
-            (d.allowed, d.remaining, d.reset_after_ms),
-            (true, 0, 3_602_000)
+            (d.allowed, d.remaining, d.retry_after_ms, d.reset_after_ms),
+            (false, 0, 3_599_100, 3_601_000)
         );
-        let (d, next) = decide(k.as_ref().map(Key::stored), &fast, 11, T0);
-        assert_eq!(
-            (d.allowed, d.retry_after_ms, d.reset_after_ms),
-            (false, 3_600_100, 3_601_000)
-        );
-        // The clock is behind the key's own time: the refusal writes nothing.
         assert_eq!(next, None);
+        // At the key's own time: the new burst has room for 10 more at once.
+        let d = decide(k.as_ref().map(Key::stored), &fast, 10, T0 + HOUR_US).0;
+        assert_eq!((d.allowed, d.remaining, d.reset_after_ms), (true, 0, 2000));
     }
 
     #[test]
@@ -501,20 +505,20 @@ mod tests {
         let p1 = p(100, 1, 1000);
         hit_key(&mut k, &p1, 100, T0);
         let s = k.as_ref().map(Key::stored).unwrap();
-        // Same interval: the TAT as it is, the effective now is now.
+        // Same interval: the TAT as it is.
         assert_eq!(
             view_ns(s, &p(5, 1, 1000), 1_000_000_000, T0),
-            (T0 * 1000, T0 * 1000 + 100_000_000_000)
+            (T0 * 1000 + 100_000_000_000, false)
         );
         // Another interval: 100 units of 10 ms.
         assert_eq!(
             view_ns(s, &p(100, 100, 1000), 10_000_000, T0),
-            (T0 * 1000, T0 * 1000 + 1_000_000_000)
+            (T0 * 1000 + 1_000_000_000, true)
         );
-        // Far behind: the key's own time.
+        // Far behind: from the key's own time, and not to be stored.
         assert_eq!(
             view_ns(s, &p(100, 100, 1000), 10_000_000, T0 - HOUR_US),
-            (T0 * 1000, T0 * 1000 + 1_000_000_000)
+            (T0 * 1000 + 1_000_000_000, false)
         );
     }
 

@@ -40,30 +40,25 @@ pub fn throttle(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
     let now_ns = now_us.saturating_mul(1000);
     let key = Key::open(ctx, name, true);
     let adopted = key.kind() == raw::REDISMODULE_KEYTYPE_STRING;
-    // The stored state as of the key's own time; `retimed`: written under another emission
-    // interval, so re-timed by its units (stored even on a refusal, as RL.GCRA does).
-    let (held, retimed) = if adopted {
+    // The stored TAT; `retimed`: written under another emission interval, so re-timed by
+    // its units (stored even on a refusal, as RL.GCRA does).
+    let (tat, retimed) = if adopted {
         let tat_ns = key
             .string_value()
             .and_then(parse_cell_string)
             .ok_or(Error::Static(WRONGTYPE))?;
-        let held = cell::Held {
-            at_ns: now_ns,
-            tat_ns,
-        };
-        (Some(held), false)
+        (Some(tat_ns), false)
     } else {
         match state_of(&key, Algo::Gcra)?.as_deref() {
             Some(State::Gcra(b)) => {
-                let (at_ns, tat_ns) = gcra::view_ns(b.stored(), &gp, p.t_ns(), now_us);
-                let retimed = at_ns == now_ns && !b.params.same_interval(&gp);
-                (Some(cell::Held { at_ns, tat_ns }), retimed)
+                let (tat_ns, retimed) = gcra::view_ns(b.stored(), &gp, p.t_ns(), now_us);
+                (Some(tat_ns), retimed)
             }
             _ => (None, false),
         }
     };
-    let (reply, stored, ttl_ns) = cell::throttle(held, &p, quantity, now_ns);
-    let stored = stored.or_else(|| held.filter(|_| retimed).map(|h| h.tat_ns));
+    let (reply, stored, ttl_ns) = cell::throttle(tat, &p, quantity, now_ns);
+    let stored = stored.or(tat.filter(|_| retimed));
     if let Some(ns) = stored {
         let next = State::Gcra(Bucket {
             params: gp,
