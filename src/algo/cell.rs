@@ -105,8 +105,10 @@ pub fn throttle(
         (false, -NS_PER_S, new_tat - now, u64::try_from(new_tat).ok())
     };
     let next = dvt - ttl;
+    // (Never negative: redis-cell's truncation answers -1 for a TAT within a µs of `t`
+    // beyond `dvt`, which only a clock behind the key or a lowered burst leaves.)
     let remaining = if next > -t {
-        ((next / 1_000) as f64 / (t / 1_000) as f64) as i64
+        (((next / 1_000) as f64 / (t / 1_000) as f64) as i64).max(0)
     } else {
         0
     };

@@ -17,12 +17,11 @@
 //! A rule changed for an existing key carries the state over by its units: the TAT's lead
 //! over the effective now (under the old rule), in units of the old interval rounded up,
 //! becomes that many units of the new interval from there; the result is then read like any
-//! TAT under the new rule. An unchanged interval (only the burst changed) keeps the TAT as it
+//! TAT under the new rule. The new lead is capped at [`MAX_SPAN_MS`] (no state spans more). An unchanged interval (only the burst changed) keeps the TAT as it
 //! is, so a lowered burst keeps the caller's debt. The re-timed state is stored by the first
 //! request under the new interval even when it is refused (the rule change taking effect,
-//! once: from then on the state decays at the new rate), unless the clock is behind the
-//! key's own time (then nothing is written until the clock has caught up or a request is
-//! admitted).
+//! once: from then on the state decays at the new rate; its TTL counts the time the clock
+//! must catch up, if it is behind the key's own time).
 //!
 //! Exactness: `T` is rarely a whole number of nanoseconds (1000 ms / 3), so the math runs
 //! in *ticks* of `1/count` ns, where `T = period_ms * 10^6` ticks exactly. The stored TAT
@@ -78,6 +77,13 @@ impl Params {
     #[inline]
     fn tau(&self) -> u128 {
         u128::from(self.burst) * self.t()
+    }
+
+    /// [`MAX_SPAN_MS`] in ticks: the longest lead a re-timed state may get (no state covers
+    /// more, so every stored TAT stays within what the codec accepts).
+    #[inline]
+    fn max_span(&self) -> u128 {
+        u128::from(MAX_SPAN_MS) * self.tick_ms()
     }
 
     /// Ticks per ms.
@@ -158,8 +164,7 @@ impl Tat {
 
 /// A state as a request under `p` sees it, in ticks of `p`: the real now, the effective now
 /// (never before the key's own time), the TAT (never before the effective now), and whether
-/// it was re-timed from another emission interval with the clock not behind the key's time
-/// (then a refusal stores it).
+/// it was re-timed from another emission interval (then a refusal stores it).
 struct View {
     now: u128,
     at: u128,
@@ -182,12 +187,14 @@ fn view(s: Option<Stored>, p: &Params, now_us: u64) -> View {
         };
     };
     let o = s.rule;
-    let (tat, retimed) = if o.same_interval(p) {
+    let (tat, retimed) = if o == p {
+        (s.own_ticks(), false)
+    } else if o.same_interval(p) {
         (rescale(s.own_ticks(), o.count, p.count), false)
     } else {
         let (own_at, _, units) = s.own_view(now_us);
         let at = rescale(own_at, o.count, p.count).max(now);
-        (at + units * p.t(), at == now)
+        (at + (units * p.t()).min(p.max_span()), true)
     };
     View {
         now,
@@ -199,8 +206,8 @@ fn view(s: Option<Stored>, p: &Params, now_us: u64) -> View {
 
 /// The stored state read by `CL.THROTTLE` under `p` (the call's numbers), re-timed with
 /// redis-cell's emission interval `t_ns` if its own interval differs, at `now_us`: the TAT in
-/// whole ns (rounded up), and whether it was re-timed with the clock not behind the key's
-/// own time (then a refusal stores it), as [`view`] defines them.
+/// whole ns (rounded up), and whether it was re-timed (then a refusal stores it), as
+/// [`view`] defines them.
 pub fn view_ns(s: Stored, p: &Params, t_ns: u64, now_us: u64) -> (u64, bool) {
     let o = s.rule;
     if o.same_interval(p) {
@@ -208,15 +215,14 @@ pub fn view_ns(s: Stored, p: &Params, t_ns: u64, now_us: u64) -> (u64, bool) {
     }
     let (own_at, _, units) = s.own_view(now_us);
     let at = div_ceil(own_at, u128::from(o.count));
-    let now_ns = u128::from(now_us) * 1000;
-    (sat_u64(at + units * u128::from(t_ns)), at == now_ns)
+    let lead = (units * u128::from(t_ns)).min(u128::from(MAX_SPAN_MS) * u128::from(NS_PER_MS));
+    (sat_u64(at + lead), true)
 }
 
 /// Decides one request of `cost` (validated `1..=burst`) at `now_us`, as of the effective
 /// now. Returns the decision and the TAT to store (under `p`): the new one when admitted;
-/// on a refusal nothing, unless the state was written under another emission interval and
-/// the clock is not behind the key's own time: then the re-timed one (see the module
-/// documentation).
+/// on a refusal nothing, unless the state was written under another emission interval: then
+/// the re-timed one (see the module documentation).
 pub fn decide(s: Option<Stored>, p: &Params, cost: u64, now_us: u64) -> (Decision, Option<Tat>) {
     let t = p.t();
     let tau = p.tau();
@@ -455,6 +461,22 @@ mod tests {
     }
 
     #[test]
+    fn a_re_timed_lead_is_capped_at_the_longest_span() {
+        // A million units of 1 ms become a million of 10^12 ms: capped at 10^12 ms.
+        let mut k = None;
+        hit_key(&mut k, &p(1_000_000, 1_000_000, 1_000_000), 1_000_000, T0);
+        let slow = p(1, 1, MAX_SPAN_MS);
+        let s = k.as_ref().map(Key::stored);
+        assert_eq!(delay_ms(s, &slow, T0), MAX_SPAN_MS);
+        let (d, next) = decide(s, &slow, 1, T0);
+        assert_eq!((d.allowed, d.reset_after_ms), (false, MAX_SPAN_MS));
+        assert_eq!(
+            next.map(|t| t.ns),
+            Some((T0 / 1000 + MAX_SPAN_MS) * NS_PER_MS)
+        );
+    }
+
+    #[test]
     fn lowering_the_burst_keeps_the_debt() {
         // redis-cell's case: 100 at once under burst 100, 1 per second; then burst 5.
         let big = p(100, 1, 1000);
@@ -483,7 +505,7 @@ mod tests {
         // Spent under 10 per hour at T0 + 1 h; the clock reads T0; the rule becomes 10 per
         // second with burst 20. The 10 units held at the key's own time (T0 + 1 h) become
         // 10 of 100 ms from there; read at T0 that state is refused, with the hour counted,
-        // and nothing is written (the clock is behind).
+        // and stored (the rule change taking effect; its TTL counts the hour).
         let hourly = p(10, 10, 3_600_000);
         let fast = p(20, 10, 1000);
         let mut k = None;
@@ -493,7 +515,7 @@ mod tests {
             (d.allowed, d.remaining, d.retry_after_ms, d.reset_after_ms),
             (false, 0, 3_599_100, 3_601_000)
         );
-        assert_eq!(next, None);
+        assert_eq!(next.map(|t| t.ns), Some((T0 + HOUR_US + 1_000_000) * 1000));
         // At the key's own time: the new burst has room for 10 more at once.
         let d = decide(k.as_ref().map(Key::stored), &fast, 10, T0 + HOUR_US).0;
         assert_eq!((d.allowed, d.remaining, d.reset_after_ms), (true, 0, 2000));
@@ -515,10 +537,10 @@ mod tests {
             view_ns(s, &p(100, 100, 1000), 10_000_000, T0),
             (T0 * 1000 + 1_000_000_000, true)
         );
-        // Far behind: from the key's own time, and not to be stored.
+        // Far behind: from the key's own time.
         assert_eq!(
             view_ns(s, &p(100, 100, 1000), 10_000_000, T0 - HOUR_US),
-            (T0 * 1000 + 1_000_000_000, false)
+            (T0 * 1000 + 1_000_000_000, true)
         );
     }
 
