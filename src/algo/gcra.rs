@@ -28,7 +28,7 @@
 //! is `ns + frac/count` ns, which is exact for the count it was written with; read under a
 //! different count the fraction is rounded up (at most 1 ns later: never admits more).
 
-use super::{div_ceil, sat_u64, span, Decision, ParamError, MAX_SPAN_MS, NS_PER_MS};
+use super::{div_ceil, sat_u64, span, Decision, ParamError, MAX_SPAN_MS, MAX_TIME_MS, NS_PER_MS};
 
 /// Parameters of one GCRA rule (token bucket: capacity, refill_tokens, refill_period_ms).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,6 +105,10 @@ impl Params {
             == u128::from(o.period_ms) * u128::from(self.count)
     }
 }
+
+/// The latest TAT a state may hold, ns: the latest module time plus the longest span (what
+/// the codec accepts). Admissions never reach it; a re-timing is capped at it.
+pub const MAX_TAT_NS: u128 = (MAX_TIME_MS as u128 + MAX_SPAN_MS as u128) * NS_PER_MS as u128;
 
 /// The stored theoretical arrival time: `ns + frac/den` ns since the epoch, where `den` is
 /// the `count` it was written with (stored beside it, in the rule) and `frac < den`.
@@ -194,7 +198,8 @@ fn view(s: Option<Stored>, p: &Params, now_us: u64) -> View {
     } else {
         let (own_at, _, units) = s.own_view(now_us);
         let at = rescale(own_at, o.count, p.count).max(now);
-        (at + (units * p.t()).min(p.max_span()), true)
+        let lead = (units * p.t()).min(p.max_span());
+        ((at + lead).min(MAX_TAT_NS * u128::from(p.count)), true)
     };
     View {
         now,
@@ -216,7 +221,7 @@ pub fn view_ns(s: Stored, p: &Params, t_ns: u64, now_us: u64) -> (u64, bool) {
     let (own_at, _, units) = s.own_view(now_us);
     let at = div_ceil(own_at, u128::from(o.count));
     let lead = (units * u128::from(t_ns)).min(u128::from(MAX_SPAN_MS) * u128::from(NS_PER_MS));
-    (sat_u64(at + lead), true)
+    (sat_u64((at + lead).min(MAX_TAT_NS)), true)
 }
 
 /// Decides one request of `cost` (validated `1..=burst`) at `now_us`, as of the effective
