@@ -78,8 +78,11 @@ impl Rule {
         }
     }
 
-    /// Decides a request of `cost` against `s` (the stored state, or [`Rule::fresh`]).
-    /// When admitted and `commit`, updates `s` in place under this rule's parameters.
+    /// Decides a request of `cost` against `s` (the stored state, or [`Rule::fresh`]), as
+    /// of the key's own time when the clock reads earlier. When admitted and `commit`,
+    /// updates `s` in place under this rule's parameters; a refusal or a dry run changes
+    /// nothing (but for a GCRA-family state re-timed under another emission interval, which
+    /// a committed refusal stores).
     pub fn hit(&self, s: &mut State, cost: u64, now_us: u64, commit: bool) -> Outcome {
         if s.algo() != self.algo() {
             return self.hit(&mut self.fresh(), cost, now_us, false);
@@ -94,7 +97,8 @@ impl Rule {
                     extra = Extra::Delay(if d.allowed { delay } else { 0 });
                 }
                 match next {
-                    // Admitted, or clamped after a clock jump: store under this rule's numbers.
+                    // Admitted, or re-timed under a changed emission interval (the rule change
+                    // taking effect, also on a refusal): store under this rule's numbers.
                     Some(tat) if commit => {
                         *b = Bucket { params: *p, tat };
                         (d, true)
@@ -199,6 +203,87 @@ mod tests {
             let o = rule.hit(&mut s, 1, T0, true);
             assert!(!o.decision.allowed && !o.wrote, "{rule:?}");
             assert_eq!(s, before);
+        }
+    }
+
+    use proptest::prelude::*;
+
+    fn any_rule() -> impl Strategy<Value = Rule> {
+        let n = (1u64..8, 1u64..4, 1u64..3000);
+        prop_oneof![
+            n.clone().prop_map(|(b, c, p)| Rule::Bucket(
+                Algo::Gcra,
+                gcra::Params::new(b, c, p, gcra::GCRA_NAMES).unwrap()
+            )),
+            n.clone().prop_map(|(b, c, p)| Rule::Bucket(
+                Algo::TokenBucket,
+                gcra::Params::new(b, c, p, gcra::BUCKET_NAMES).unwrap()
+            )),
+            n.clone().prop_map(|(b, _, p)| Rule::Bucket(
+                Algo::Queue,
+                gcra::Params::new(b, 1, p, gcra::GCRA_NAMES).unwrap()
+            )),
+            n.clone().prop_map(|(l, _, w)| Rule::Window(
+                Algo::Sliding,
+                window::Params::new(l, w).unwrap()
+            )),
+            n.clone().prop_map(|(l, _, w)| Rule::Window(
+                Algo::Fixed,
+                window::Params::new(l, w).unwrap()
+            )),
+            n.clone()
+                .prop_map(|(l, _, w)| Rule::Log(window::Params::new(l, w).unwrap())),
+            n.prop_map(|(l, _, w)| Rule::Acquire(lease::Params::new(l, w).unwrap())),
+        ]
+    }
+
+    proptest! {
+        /// Every algorithm, one rule, a clock stepping back and forward: (c) a refusal or a
+        /// dry run changes nothing and writes nothing; (b) after a write whose
+        /// reset_after_ms is R, the key decides like a fresh one R ms later on the clock,
+        /// and no refusal before then counts beyond that instant.
+        #[test]
+        fn refusals_write_nothing_and_ttls_hold(
+            rule in any_rule(),
+            steps in prop::collection::vec((
+                prop_oneof![
+                    6 => -2_000_000i64..2_000_000,
+                    1 => -100_000_000i64..-1,
+                    1 => 1i64..100_000_000,
+                ],
+                1u64..8,
+                prop::bool::weighted(0.8),
+            ), 1..60),
+        ) {
+            let limit = match rule {
+                Rule::Bucket(_, p) => p.burst,
+                Rule::Window(_, p) | Rule::Log(p) => p.limit,
+                Rule::Acquire(p) => p.limit,
+            };
+            let mut s = rule.fresh();
+            let mut now = T0 as i64;
+            let mut fresh_at: Option<u64> = None;
+            for (dt, cost, commit) in steps {
+                now += dt;
+                let now_us = now as u64;
+                let cost = if matches!(rule, Rule::Acquire(_)) { 1 } else { cost.min(limit) };
+                let before = s.clone();
+                let o = rule.hit(&mut s, cost, now_us, commit);
+                if let Some(f) = fresh_at {
+                    if now_us >= f {
+                        let fresh = rule.hit(&mut rule.fresh(), cost, now_us, false);
+                        prop_assert_eq!(o.decision, fresh.decision);
+                    } else if !o.decision.allowed {
+                        prop_assert!(o.decision.reset_after_ms <= (f - now_us).div_ceil(1000));
+                    }
+                }
+                if o.wrote {
+                    prop_assert!(o.decision.allowed && commit);
+                    fresh_at = Some(now_us + o.decision.reset_after_ms * 1000);
+                } else {
+                    prop_assert_eq!(&s, &before);
+                }
+            }
         }
     }
 }

@@ -88,11 +88,11 @@ pub struct Bucket {
 }
 
 impl Bucket {
-    /// The stored TAT with the denominator of its fraction (the stored count).
+    /// The stored TAT with the rule it was written under.
     pub fn stored(&self) -> gcra::Stored<'_> {
         gcra::Stored {
             tat: &self.tat,
-            den: self.params.count,
+            rule: &self.params,
         }
     }
 }

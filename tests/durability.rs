@@ -190,7 +190,8 @@ fn replica_holds_the_primary_state_whatever_its_clock() {
     // More work on the primary, streamed to both.
     clock_advance(&mut pc, 5_000);
     let more = workload(&mut pc, "b:");
-    // Rule changes and a clock jump back: states read (and possibly rewritten) clamped.
+    // Rule changes and a clock jump back: states re-timed by their units (a refusal under a
+    // new interval stores that), and requests decided at the keys' own time.
     rate(&mut pc, &args!("RL.GCRA", "a:g7", 3, 1, 60000));
     rate(&mut pc, &args!("RL.TOKENBUCKET", "a:t7", 3, 1, 60000));
     rate(&mut pc, &args!("RL.SLIDING", "a:s7", 3, 60000));
@@ -225,7 +226,8 @@ fn replica_holds_the_primary_state_whatever_its_clock() {
     assert_eq!(clock_get(&mut rc2), T0 + 7 * DAY_MS);
 
     // `tokens` is read on each server's own clock: a week ahead the buckets are full;
-    // a day behind, the states lie in the future and read as fully spent.
+    // a day behind, the states lie ahead of its clock and read as spent (the key's own
+    // time is later than the clock).
     for k in want.keys().filter(|k| k.contains(":t")) {
         let m2 = info(&mut rc2, k).unwrap();
         assert_eq!(m2["tokens"], m2["capacity"], "{k} on replica 2: {m2:?}");

@@ -409,7 +409,7 @@ fn parameters_that_would_overflow() {
                         assert_eq!(snap(&mut c, &key), before, "{args:?}: refused but changed");
                     }
                     // (On the state keys these are rule changes: a refusal may persist
-                    // the state clamped to the new numbers; see rate_commands.rs.)
+                    // a GCRA-family state re-timed under a new interval; see clock.rs.)
                 }
             }
         }

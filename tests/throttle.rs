@@ -205,6 +205,39 @@ fn quantity_above_the_limit_is_refused_and_writes_nothing() {
     );
 }
 
+/// Lowering max_burst with the same rate keeps the caller's debt, as redis-cell does:
+/// `99 1 1 100` then `4 1 1` answers redis-cell's `[1, 5, 0, 96, 100]` (the test clock
+/// frozen), and the refusal writes nothing. Raising it again: the same debt, within it.
+#[test]
+fn lowering_max_burst_keeps_the_debt() {
+    let s = Server::start();
+    let mut c = s.con();
+    clock_set(&mut c, T0);
+    let (r, ttl) = throttle_ttl(&mut c, &args!("CL.THROTTLE", "debt", 99, 1, 1, 100));
+    assert_eq!(r, [0, 100, 0, -1, 100]);
+    assert!((99_000..=100_000).contains(&ttl), "PTTL {ttl}");
+    let before = snap(&mut c, "debt");
+    assert_eq!(
+        throttle(&mut c, &args!("CL.THROTTLE", "debt", 4, 1, 1)),
+        [1, 5, 0, 96, 100]
+    );
+    assert_eq!(snap(&mut c, "debt"), before, "the refusal wrote");
+    clock_advance(&mut c, 95_999);
+    assert_eq!(
+        throttle(&mut c, &args!("CL.THROTTLE", "debt", 4, 1, 1))[0],
+        1
+    );
+    clock_advance(&mut c, 1);
+    assert_eq!(
+        throttle(&mut c, &args!("CL.THROTTLE", "debt", 4, 1, 1)),
+        [0, 5, 0, -1, 5]
+    );
+    assert_eq!(
+        throttle(&mut c, &args!("CL.THROTTLE", "debt", 99, 1, 1)),
+        [0, 100, 94, -1, 6]
+    );
+}
+
 #[test]
 fn zero_and_negative_arguments_are_errors() {
     let srv = Server::start();

@@ -6,8 +6,8 @@
 //! Every call is checked by `rl_fuzz::call` (reply, no change without a write, `remaining`
 //! exact, fresh after `reset_after_ms`, no block beyond the algorithm's reset time, codec
 //! round trip). Across calls, within each stretch of time where the clock does not go back
-//! and the rule does not change (a segment), admissions are counted against what the
-//! algorithm allows:
+//! and the rule does not change (a segment), admissions are counted, at the key's own time
+//! (the effective now the algorithms decide at), against what the algorithm allows:
 //! - GCRA / token bucket / queue: `sum(cost) * T <= tau + elapsed` (exact, in ticks);
 //! - fixed and sliding window: at most `limit` per aligned window;
 //! - sliding log: at most `limit` in any trailing window;
@@ -23,13 +23,16 @@ use rl_fuzz::algo::lease::Token;
 use rl_fuzz::algo::{MAX_SPAN_MS, US_PER_MS};
 use rl_fuzz::rule::{Extra, Rule};
 use rl_fuzz::state::State;
-use rl_fuzz::{call, cost, limit, num, round_trip, rule, rule_of, MAX_NOW_US};
+use rl_fuzz::{behind, call, cost, limit, num, own_us, round_trip, rule, rule_of, MAX_NOW_US};
 use std::collections::HashMap;
 
 /// What happened since the clock last went back or the rule last changed.
 #[derive(Default)]
 struct Segment {
     start: u64,
+    /// The key's own time: the latest effective now of this segment.
+    key_time: u64,
+    /// Admissions at their effective now (the key's own time), with their cost.
     admitted: Vec<(u64, u64)>,
     /// Leases granted in this segment: token -> expiry (µs), None once released.
     leases: Vec<(Token, Option<u64>)>,
@@ -87,7 +90,7 @@ impl Segment {
                 let live = self
                     .leases
                     .iter()
-                    .filter(|(_, e)| e.is_some_and(|e| e > now))
+                    .filter(|(_, e)| e.is_some_and(|e| e > self.key_time.max(now)))
                     .count() as u64;
                 if live > p.limit {
                     fail("more live leases than the limit");
@@ -182,6 +185,8 @@ fn run(u: &mut Unstructured) -> Result<()> {
                     continue; // no key: RELEASE / RENEW answer 0 and write nothing
                 };
                 let before = c.clone();
+                let at = own_us(&State::Concurrency(c.clone()), now);
+                seg.key_time = seg.key_time.max(at);
                 let done = if op == 3 {
                     c.leases.release(tok, now)
                 } else {
@@ -189,13 +194,13 @@ fn run(u: &mut Unstructured) -> Result<()> {
                 };
                 let model = seg.leases.iter_mut().rev().find(|(t, _)| *t == tok);
                 if let Some((_, e)) = model {
-                    let live = e.is_some_and(|e| e > now);
+                    let live = e.is_some_and(|e| e > at);
                     assert_eq!(done, live, "RELEASE/RENEW of {tok} at {now}: {before:?}");
                     if done {
                         *e = if op == 3 {
                             None
                         } else {
-                            Some(now + lease_ms * US_PER_MS)
+                            Some(at + lease_ms * US_PER_MS)
                         };
                     }
                 }
@@ -205,7 +210,9 @@ fn run(u: &mut Unstructured) -> Result<()> {
                 }
                 let ttl = c.leases.ttl_ms(now);
                 let most = c.leases.max_lease_ms.max(p.lease_ms).max(lease_ms);
-                assert!(ttl <= most, "TTL {ttl} after RELEASE/RENEW: {c:?}");
+                if !behind(&State::Concurrency(before.clone()), now) {
+                    assert!(ttl <= most, "TTL {ttl} after RELEASE/RENEW: {c:?}");
+                }
                 let st = round_trip(&State::Concurrency(c));
                 if ttl == 0 {
                     // Nothing left to keep (no live lease, the last token's ms is past):
@@ -214,28 +221,30 @@ fn run(u: &mut Unstructured) -> Result<()> {
                     continue;
                 }
                 s = Some(st);
-                expires_at = now + ttl * US_PER_MS;
+                expires_at = now.saturating_add(ttl.saturating_mul(US_PER_MS));
                 seg.check(&r, now);
             }
             _ => {
                 let c = cost(u, &r)?;
                 let dry = u.ratio(1, 5)?;
+                let at = s.as_ref().map_or(now, |st| own_us(st, now));
                 let out = call(&r, &mut s, c, now, !dry);
                 if trace() {
                     eprintln!("now {now} cost {c} dry {dry}: {out:?}");
                 }
                 if out.wrote {
-                    expires_at = now + out.decision.reset_after_ms * US_PER_MS;
+                    expires_at = now.saturating_add(out.decision.reset_after_ms.saturating_mul(US_PER_MS));
                 }
                 if out.decision.allowed && !dry {
-                    seg.admitted.push((now, c));
+                    seg.key_time = seg.key_time.max(at);
+                    seg.admitted.push((at, c));
                     if let Extra::Token(Some(t)) = out.extra {
                         if let (Some(prev), true) = (last_token, monotone) {
                             assert!(t > prev, "token {t} after {prev} (clock never gone back)");
                         }
                         last_token = Some(t);
                         if let Rule::Acquire(p) = r {
-                            seg.leases.push((t, Some(now + p.lease_ms * US_PER_MS)));
+                            seg.leases.push((t, Some(at + p.lease_ms * US_PER_MS)));
                         }
                     }
                 }

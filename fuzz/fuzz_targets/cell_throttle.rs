@@ -1,8 +1,9 @@
 //! `CL.THROTTLE` (redis-cell's GCRA) over a sequence of requests: any accepted arguments,
 //! any quantity, a clock that moves forward and jumps, and a starting state that may be an
 //! adopted redis-cell string (any u64 of nanoseconds). Checks: no panic; the reply's limit is
-//! `max_burst + 1`, remaining not negative; the TTL (time to fresh) is at most the
-//! tolerance `dvt` and the key is fresh after it; within a stretch where the clock does not
+//! `max_burst + 1`, remaining not negative; a refusal stores nothing and the key is fresh
+//! after its reset; an admission's TTL (time to fresh) is at most the tolerance `dvt` and
+//! the key is fresh after it; within a stretch where the clock does not
 //! go back, `sum(quantity) * T <= dvt + elapsed`; the state the command stores (a `gcra`
 //! state) survives the codec; the rule's GCRA parameters are accepted whenever redis-cell's are.
 #![no_main]
@@ -73,26 +74,20 @@ fn run(u: &mut Unstructured) -> Result<()> {
         assert!(reply.remaining >= 0, "{}", ctx());
         assert!(reply.reset_after_s >= 0, "{}", ctx());
         if reply.limited {
-            // A refusal stores nothing, except the TAT clamped to `now + dvt` when the stored
-            // one lay beyond it (a clock that ran ahead).
-            if let Some(s) = stored {
-                assert!(tat.is_some_and(|t| t > s), "{}", ctx());
-            }
-            let kept = stored.or(tat);
-            // What the caller is told: fresh once `reset_after` has run. The key keeps what is
-            // stored, so that must then admit the whole limit.
+            // A refusal stores nothing: a TAT ahead of the clock is read as it is.
+            assert_eq!(stored, None, "{}", ctx());
+            // What the caller is told: fresh once `reset_after` has run (a TAT far ahead
+            // needs that long; beyond the clock's range nothing is checked).
             let later = now_ns.saturating_add(u64::try_from(ttl_ns.max(0)).unwrap());
-            let later = later.div_ceil(NS_PER_MS) * NS_PER_MS;
-            let (r2, _, _) = cell::throttle(kept, &params, limit, later);
+            let Some(later) = later.div_ceil(NS_PER_MS).checked_mul(NS_PER_MS) else {
+                continue;
+            };
+            let (r2, _, _) = cell::throttle(tat, &params, limit, later);
             assert!(
                 !r2.limited,
-                "refused with a reset of {ttl_ns} ns, still refused then (blocked beyond dvt?): {}",
+                "refused with a reset of {ttl_ns} ns, still refused then: {}",
                 ctx()
             );
-            if stored.is_some() {
-                tat = stored;
-                expires_at = now_ns.saturating_add(u64::try_from(ttl_ns.max(0)).unwrap());
-            }
             continue;
         }
         assert!(stored.is_some(), "{}", ctx());

@@ -4,6 +4,8 @@
 //! (`T = (period_ns as f64 / count as f64) as i64`), a tolerance `dvt = T * (max_burst + 1)`,
 //! replies seconds truncated then plus one if at least a whole ms remains, and computes
 //! `remaining` as `(next_us as f64 / T_us as f64) as i64`. Those choices are kept as they are.
+//! As in redis-cell, a TAT ahead of the clock is read as it is (nothing clamped, a refusal
+//! writes nothing): time never runs backwards for the key (see [`super::gcra`]).
 
 use super::{ParamError, MAX_SPAN_MS, NS_PER_MS};
 
@@ -76,9 +78,18 @@ fn cell_secs(ns: i128) -> i64 {
     secs + i64::from(sub / 1_000_000 > 0)
 }
 
+impl Params {
+    /// The emission interval in ns (redis-cell's truncation).
+    pub fn t_ns(&self) -> u64 {
+        u64::try_from(self.t_ns).unwrap_or(u64::MAX)
+    }
+}
+
 /// One `CL.THROTTLE` of `quantity` at `now_ns` (0 is a peek: the caller stores nothing).
-/// Returns the reply, the TAT in ns to store (when admitted, or clamped after a clock jump)
-/// and the time to fresh in ns.
+/// Returns the reply, the TAT in ns to store (when admitted; a refusal stores nothing) and
+/// the time to fresh in ns (the TTL).
+/// A TAT further ahead than an admission could leave it (a clock that reads earlier than the
+/// key's own time) is read as it is: refused, with the time the clock must catch up counted.
 pub fn throttle(
     tat_ns: Option<u64>,
     p: &Params,
@@ -89,28 +100,20 @@ pub fn throttle(
     let t = p.t_ns;
     let dvt = t * (i128::from(p.max_burst) + 1);
     let increment = t * i128::from(quantity);
-    // A TAT further ahead than an admission could have left it is read as fully spent.
-    let stored_tat = tat_ns.map(i128::from);
-    let tat = stored_tat.map_or(now, |v| v.min(now + dvt)).max(now);
+    let tat = tat_ns.map_or(now, i128::from).max(now);
     let new_tat = tat + increment;
     let diff = now - (new_tat - dvt);
     let (limited, retry, ttl, stored) = if diff < 0 {
         let retry = if increment <= dvt { -diff } else { -NS_PER_S };
-        // Refused: nothing to store, unless the stored TAT lay beyond `now + dvt` (a clock
-        // that ran ahead): then the clamped one, so the caller is blocked for at most `dvt`.
-        let clamped = stored_tat.is_some_and(|v| v > tat);
-        (
-            true,
-            retry,
-            tat - now,
-            clamped.then(|| u64::try_from(tat).ok()).flatten(),
-        )
+        (true, retry, tat - now, None)
     } else {
         (false, -NS_PER_S, new_tat - now, u64::try_from(new_tat).ok())
     };
     let next = dvt - ttl;
+    // (Never negative: redis-cell's truncation answers -1 for a TAT within a µs of `t`
+    // beyond `dvt`, which only a clock behind the key or a lowered burst leaves.)
     let remaining = if next > -t {
-        ((next / 1_000) as f64 / (t / 1_000) as f64) as i64
+        (((next / 1_000) as f64 / (t / 1_000) as f64) as i64).max(0)
     } else {
         0
     };
@@ -167,17 +170,34 @@ mod tests {
     }
 
     #[test]
-    fn clock_back_blocks_at_most_the_reset_time() {
+    fn clock_back_decides_at_the_keys_own_time() {
         let p = Params::new(1, 1, 60).unwrap();
         let day = 86_400_000_000_000;
         let mut tat = None;
         for _ in 0..3 {
             run(&p, &mut tat, 1, NOW + day);
         }
-        // A day back: read as fully spent, and stored so.
-        assert_eq!(run(&p, &mut tat, 1, NOW), [1, 2, 0, 60, 120]);
-        assert_eq!(tat, Some(NOW + 120_000_000_000));
-        assert_eq!(run(&p, &mut tat, 1, NOW + 121_000_000_000)[0], 0);
+        let written = tat;
+        // A day back: still spent; the replies count the day the clock must catch up, and
+        // nothing is written.
+        assert_eq!(run(&p, &mut tat, 1, NOW), [1, 2, 0, 86_460, 86_520]);
+        assert_eq!(tat, written);
+        assert_eq!(run(&p, &mut tat, 1, NOW + day + 59_000_000_000)[0], 1);
+        assert_eq!(run(&p, &mut tat, 1, NOW + day + 60_000_000_000)[0], 0);
+    }
+
+    #[test]
+    fn lowering_max_burst_keeps_the_debt() {
+        // redis-cell: `99 1 1 100` then `4 1 1` answers [1, 5, 0, 96, 100].
+        let mut tat = None;
+        assert_eq!(
+            run(&Params::new(99, 1, 1).unwrap(), &mut tat, 100, NOW),
+            [0, 100, 0, -1, 100]
+        );
+        assert_eq!(
+            run(&Params::new(4, 1, 1).unwrap(), &mut tat, 1, NOW),
+            [1, 5, 0, 96, 100]
+        );
     }
 
     #[test]

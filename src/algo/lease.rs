@@ -7,8 +7,10 @@
 //! The key lives until its last lease expires, and at least until the millisecond after its
 //! last token's (`horizon`), even after RELEASE: a re-created key's tokens then carry a later
 //! time than every earlier token.
-//! A lease expiring later than `now + max_lease_ms` (written under a clock that ran ahead)
-//! is read as expiring at `now + max_lease_ms`.
+//! Time never runs backwards for a key: when the clock reads earlier than the last token's
+//! ms (the key's own time), every call is decided as of that time: leases expire, and new
+//! ones are granted and renewed, on the key's time; replies and the TTL count from the real
+//! now. Nothing is clamped, and a refused ACQUIRE writes nothing.
 
 use super::{div_ceil, positive, sat_u64, span, Decision, ParamError, US_PER_MS};
 
@@ -70,7 +72,7 @@ pub struct Leases {
     /// The instant the key may vanish, µs: the last live lease's expiry, and never before
     /// the ms after the last token's.
     pub horizon_us: u64,
-    /// The longest lease ever granted or renewed, ms (bounds clock-jump clamping).
+    /// The longest lease ever granted or renewed, ms (informational: RL.INFO shows it).
     pub max_lease_ms: u64,
     /// Leases, possibly including expired ones not yet purged.
     pub leases: Vec<Lease>,
@@ -88,74 +90,63 @@ fn ms_until(at_us: u64, now_us: u64) -> u64 {
 }
 
 impl Leases {
-    fn cap(&self, now_us: u64, lease_ms: u64) -> u64 {
-        now_us.saturating_add(self.max_lease_ms.max(lease_ms).saturating_mul(US_PER_MS))
+    /// The effective now: never before the last token's ms (the key's own time: every
+    /// acquisition's token carries it).
+    #[inline]
+    fn effective_us(&self, now_us: u64) -> u64 {
+        now_us.max(self.last.ms.saturating_mul(US_PER_MS))
     }
 
-    /// Expiries as read at `now_us` (clamped), live ones only.
-    fn live(&self, now_us: u64, cap: u64) -> impl Iterator<Item = (usize, u64)> + '_ {
+    /// Expiries of the leases live at the effective instant `at_us`.
+    fn live(&self, at_us: u64) -> impl Iterator<Item = (usize, u64)> + '_ {
         self.leases
             .iter()
             .enumerate()
-            .map(move |(i, l)| (i, l.expiry_us.min(cap)))
-            .filter(move |&(_, e)| e > now_us)
+            .map(|(i, l)| (i, l.expiry_us))
+            .filter(move |&(_, e)| e > at_us)
     }
 
-    /// Drops expired leases, clamps the rest and recomputes the horizon (only when writing).
-    fn purge(&mut self, now_us: u64, cap: u64) {
-        self.leases.retain(|l| l.expiry_us.min(cap) > now_us);
-        for l in &mut self.leases {
-            l.expiry_us = l.expiry_us.min(cap);
-        }
+    /// Drops leases expired at `at_us` and recomputes the horizon (only when writing).
+    fn purge(&mut self, at_us: u64) {
+        self.leases.retain(|l| l.expiry_us > at_us);
         let last = self.leases.iter().map(|l| l.expiry_us).max().unwrap_or(0);
         let after_token = self.last.ms.saturating_add(1).saturating_mul(US_PER_MS);
         self.horizon_us = last.max(after_token);
     }
 
-    /// ms until the key is back to fresh (its TTL).
-    pub fn reset_after_ms(&self, now_us: u64, cap: u64) -> u64 {
-        let last = self.live(now_us, cap).map(|(_, e)| e).max().unwrap_or(0);
-        ms_until(last.max(self.horizon_us.min(cap)), now_us)
+    /// ms from `now_us` until the key is back to fresh (its TTL), as of the effective
+    /// instant `at_us`.
+    fn reset_after_ms(&self, at_us: u64, now_us: u64) -> u64 {
+        let last = self.live(at_us).map(|(_, e)| e).max().unwrap_or(0);
+        ms_until(last.max(self.horizon_us), now_us)
     }
 
-    /// Whether any stored expiry lies beyond `cap` (written under a clock that ran ahead).
-    fn ahead(&self, cap: u64) -> bool {
-        self.horizon_us > cap || self.leases.iter().any(|l| l.expiry_us > cap)
-    }
-
-    /// `RL.ACQUIRE`: grants a lease if fewer than `limit` are live. Returns the decision,
-    /// the token granted (or that would be granted, with `commit` false), and whether the
-    /// state changed (granted, or clamped after a clock jump, when `commit`).
+    /// `RL.ACQUIRE`: grants a lease if fewer than `limit` are live, as of the effective now.
+    /// Returns the decision, the token granted (or that would be granted, with `commit`
+    /// false), and whether the state changed (granted, when `commit`); a refusal changes
+    /// nothing.
     pub fn acquire(
         &mut self,
         p: &Params,
         now_us: u64,
         commit: bool,
     ) -> (Decision, Option<Token>, bool) {
-        let cap = self.cap(now_us, p.lease_ms);
-        let live = self.live(now_us, cap).count() as u64;
+        let at = self.effective_us(now_us);
+        let live = self.live(at).count() as u64;
         if live >= p.limit {
-            let changed = commit && self.ahead(cap);
-            let first = self
-                .live(now_us, cap)
-                .map(|(_, e)| e)
-                .min()
-                .unwrap_or(now_us);
+            let first = self.live(at).map(|(_, e)| e).min().unwrap_or(at);
             let d = Decision {
                 allowed: false,
                 limit: p.limit,
                 remaining: 0,
                 retry_after_ms: ms_until(first, now_us).max(1),
-                reset_after_ms: self.reset_after_ms(now_us, cap),
+                reset_after_ms: self.reset_after_ms(at, now_us),
             };
-            if changed {
-                self.purge(now_us, cap);
-            }
-            return (d, None, changed);
+            return (d, None, false);
         }
-        let now_ms = now_us / US_PER_MS;
-        let token = if now_ms > self.last.ms {
-            Token { ms: now_ms, seq: 0 }
+        let at_ms = at / US_PER_MS;
+        let token = if at_ms > self.last.ms {
+            Token { ms: at_ms, seq: 0 }
         } else if self.last.seq < u64::MAX {
             Token {
                 ms: self.last.ms,
@@ -168,11 +159,11 @@ impl Leases {
                 seq: 0,
             }
         };
-        let expiry = now_us.saturating_add(p.lease_ms.saturating_mul(US_PER_MS));
-        let mut reset = ms_until(expiry.max(self.horizon_us.min(cap)), now_us);
-        reset = reset.max(self.reset_after_ms(now_us, cap));
+        let expiry = at.saturating_add(p.lease_ms.saturating_mul(US_PER_MS));
+        let reset =
+            ms_until(expiry.max(self.horizon_us), now_us).max(self.reset_after_ms(at, now_us));
         if commit {
-            self.purge(now_us, cap);
+            self.purge(at);
             if self.leases.is_empty() {
                 // A key's first lease: no room for growth it may never need.
                 self.leases.reserve_exact(1);
@@ -195,46 +186,47 @@ impl Leases {
         (d, Some(token), commit)
     }
 
-    fn find(&self, token: Token, now_us: u64, cap: u64) -> Option<usize> {
-        self.live(now_us, cap)
-            .find(|&(i, _)| self.leases[i].token == token)
+    fn find(&self, token: Token, at_us: u64) -> Option<usize> {
+        self.live(at_us)
+            .find(|&(i, _)| self.leases.get(i).is_some_and(|l| l.token == token))
             .map(|(i, _)| i)
     }
 
     /// `RL.RELEASE`: ends the live lease with `token`; false (and no change) if none.
     pub fn release(&mut self, token: Token, now_us: u64) -> bool {
-        let cap = self.cap(now_us, 0);
-        let Some(i) = self.find(token, now_us, cap) else {
+        let at = self.effective_us(now_us);
+        let Some(i) = self.find(token, at) else {
             return false;
         };
         self.leases.swap_remove(i);
-        self.purge(now_us, cap);
+        self.purge(at);
         true
     }
 
-    /// `RL.RENEW`: sets the live lease's expiry to `now + lease_ms`; false if none.
+    /// `RL.RENEW`: sets the live lease's expiry to `lease_ms` after the effective now; false
+    /// if none.
     pub fn renew(&mut self, token: Token, lease_ms: u64, now_us: u64) -> bool {
-        let cap = self.cap(now_us, lease_ms);
-        let Some(i) = self.find(token, now_us, cap) else {
+        let at = self.effective_us(now_us);
+        let Some(i) = self.find(token, at) else {
             return false;
         };
-        let expiry = now_us.saturating_add(lease_ms.saturating_mul(US_PER_MS));
+        let expiry = at.saturating_add(lease_ms.saturating_mul(US_PER_MS));
         if let Some(l) = self.leases.get_mut(i) {
             l.expiry_us = expiry;
         }
         self.max_lease_ms = self.max_lease_ms.max(lease_ms);
-        self.purge(now_us, self.cap(now_us, lease_ms));
+        self.purge(at);
         true
     }
 
-    /// Live leases at `now_us`.
+    /// Live leases at `now_us` (as of the effective now).
     pub fn live_count(&self, now_us: u64) -> u64 {
-        self.live(now_us, self.cap(now_us, 0)).count() as u64
+        self.live(self.effective_us(now_us)).count() as u64
     }
 
     /// TTL after a RELEASE or RENEW at `now_us`.
     pub fn ttl_ms(&self, now_us: u64) -> u64 {
-        self.reset_after_ms(now_us, self.cap(now_us, 0))
+        self.reset_after_ms(self.effective_us(now_us), now_us)
     }
 }
 
@@ -314,33 +306,113 @@ mod tests {
         }
     }
 
+    #[test]
+    fn clock_back_keeps_leases_live() {
+        let p = Params::new(1, 10_000).unwrap();
+        let mut s = Leases::default();
+        let t = s.acquire(&p, T0 + 3_600_000_000, true).1.unwrap();
+        let written = s.clone();
+        // An hour back: the lease is still live (it expires 10 s after the key's own time);
+        // the replies count the hour the clock must catch up; nothing is written.
+        let (d, tok, changed) = s.acquire(&p, T0, true);
+        assert_eq!(
+            (d.allowed, tok, changed, d.retry_after_ms, d.reset_after_ms),
+            (false, None, false, 3_610_000, 3_610_000)
+        );
+        assert_eq!(s, written);
+        assert!(!s.acquire(&p, T0 + 3_609_999_000, true).0.allowed);
+        // RENEW on the key's time: 20 s after its own time.
+        assert!(s.renew(t, 20_000, T0));
+        assert_eq!(s.ttl_ms(T0), 3_620_000);
+        assert!(s.release(t, T0));
+        let (d, tok, _) = s.acquire(&p, T0, true);
+        assert!(d.allowed && tok.unwrap() > t);
+    }
+
     proptest! {
-        /// Never more than `limit` live leases; tokens strictly increase.
+        /// Whatever the clock does: (a) never more than `limit` leases live in the key's own
+        /// time (the latest effective now, which never goes back); tokens strictly increase;
+        /// (b) after a write whose TTL is R, the key is fresh R ms later on the clock; (c) a
+        /// refused or dry-run ACQUIRE changes nothing.
         #[test]
         fn never_more_than_limit(
             limit in 1u64..6, lease_ms in 1u64..5000,
-            steps in prop::collection::vec((0u64..3, -500_000i64..2_000_000, 0usize..8), 1..100),
+            steps in prop::collection::vec((
+                0u64..4,
+                prop_oneof![
+                    6 => -500_000i64..2_000_000,
+                    1 => -60_000_000i64..-1_000_000,
+                    1 => 1_000_000i64..60_000_000,
+                ],
+                0usize..8,
+            ), 1..100),
         ) {
             let p = Params::new(limit, lease_ms).unwrap();
             let mut s = Leases::default();
             let mut now = T0 as i64;
             let mut granted: Vec<Token> = vec![];
+            // The model: (token, expiry) of every lease granted and not released.
+            let mut model: Vec<(Token, u64)> = vec![];
+            let mut key_time = 0u64;
+            let mut fresh_at: Option<u64> = None;
             for (op, dt, pick) in steps {
                 now += dt;
                 let now = now as u64;
+                let at = now.max(s.last.ms * US_PER_MS);
+                key_time = key_time.max(at);
+                let lease = |e: u64| e > at;
                 match op {
-                    0 => {
-                        if let (d, Some(t), _) = s.acquire(&p, now, true) {
-                            prop_assert!(d.allowed);
-                            if let Some(last) = granted.last() {
-                                prop_assert!(t > *last);
+                    0 | 3 => {
+                        let commit = op == 0;
+                        let before = s.clone();
+                        let (d, t, changed) = s.acquire(&p, now, commit);
+                        if let Some(f) = fresh_at {
+                            if now >= f {
+                                prop_assert_eq!(d, Leases::default().acquire(&p, now, false).0);
                             }
-                            granted.push(t);
+                        }
+                        match t {
+                            Some(t) if commit => {
+                                prop_assert!(d.allowed && changed);
+                                if let Some(last) = granted.last() {
+                                    prop_assert!(t > *last);
+                                }
+                                granted.push(t);
+                                model.push((t, at + lease_ms * US_PER_MS));
+                                fresh_at = Some(now + d.reset_after_ms * US_PER_MS);
+                            }
+                            _ => {
+                                prop_assert!(!changed);
+                                prop_assert_eq!(&s, &before);
+                            }
                         }
                     }
-                    1 => { if let Some(t) = granted.get(pick) { s.release(*t, now); } }
-                    _ => { if let Some(t) = granted.get(pick) { s.renew(*t, lease_ms, now); } }
+                    1 => {
+                        if let Some(t) = granted.get(pick) {
+                            if s.release(*t, now) {
+                                prop_assert!(model.iter().any(|m| m.0 == *t && lease(m.1)));
+                                model.retain(|m| m.0 != *t);
+                                fresh_at = Some(now + s.ttl_ms(now) * US_PER_MS);
+                            }
+                        }
+                    }
+                    _ => {
+                        if let Some(t) = granted.get(pick) {
+                            // A lease the key holds live is live in the model (the key may
+                            // have dropped one the model keeps: expired at a later time).
+                            let live = s.renew(*t, lease_ms, now);
+                            prop_assert!(!live || model.iter().any(|m| m.0 == *t && lease(m.1)));
+                            if live {
+                                for m in model.iter_mut().filter(|m| m.0 == *t) {
+                                    m.1 = at + lease_ms * US_PER_MS;
+                                }
+                                fresh_at = Some(now + s.ttl_ms(now) * US_PER_MS);
+                            }
+                        }
+                    }
                 }
+                let live_at_key_time = model.iter().filter(|m| m.1 > key_time).count() as u64;
+                prop_assert!(live_at_key_time <= limit);
                 prop_assert!(s.live_count(now) <= limit);
             }
         }

@@ -2,8 +2,10 @@
 //!
 //! A request of cost `c` at `now` is admitted iff the cost admitted in the trailing window
 //! `(now - W, now]` plus `c` is at most `limit`. An entry at `e` is inside the window at `t`
-//! iff `t < e + W`, so it leaves at exactly `e + W`. Entries stamped after `now` (the clock
-//! went back) are read as stamped `now`: the most restrictive state possible now.
+//! iff `t < e + W`, so it leaves at exactly `e + W`. Time never runs backwards for a key: a
+//! request is decided, and recorded, as of the newest entry's time when the clock reads
+//! earlier (the key's own time), so the entries stay ascending and a refusal writes
+//! nothing.
 //! Memory: 4 bytes per unit admitted in the window while the entries span at most about
 //! 71 min, else 8 ([`Stamps`]); the room doubles as it fills, so at most about `8 * limit`
 //! bytes (`16 * limit` for entries spanning more).
@@ -43,49 +45,53 @@ impl Log {
             .partition_point(|e| e.saturating_add(w_us) <= now_us)
     }
 
-    /// Decides a request of `cost` (validated `1..=limit`); when admitted and `commit`,
-    /// records it (dropping entries that left the window). Returns the decision and whether
-    /// the log changed (admitted, or entries from the future clamped, when `commit`).
+    /// The effective now: never before the newest entry (the key's own time: every write
+    /// appends entries stamped with it).
+    #[inline]
+    fn effective_us(&self, now_us: u64) -> u64 {
+        self.entries.back().map_or(now_us, |b| b.max(now_us))
+    }
+
+    /// Decides a request of `cost` (validated `1..=limit`) as of the effective now; when
+    /// admitted and `commit`, records it there (dropping entries that left the window).
+    /// Returns the decision and whether the log changed (admitted, when `commit`); a refusal
+    /// changes nothing. Retry and reset count from `now_us`.
     pub fn hit(&mut self, p: &Params, cost: u64, now_us: u64, commit: bool) -> (Decision, bool) {
         let w = p.window_ms * US_PER_MS;
-        let first = self.first_live(w, now_us);
+        let at = self.effective_us(now_us);
+        let first = self.first_live(w, at);
         let live = (self.entries.len() - first) as u64;
-        let newest = self.entries.back().map(|e| e.min(now_us));
         if live.saturating_add(cost) <= p.limit {
             if commit {
                 self.entries.drain_front(first);
-                // Clamps entries from the future (a clock that ran ahead) to `now` first.
                 // Only a failed allocation leaves the entries unrecorded.
                 self.entries
-                    .push(now_us, usize::try_from(cost).unwrap_or(usize::MAX));
+                    .push(at, usize::try_from(cost).unwrap_or(usize::MAX));
             }
             let d = Decision {
                 allowed: true,
                 limit: p.limit,
                 remaining: p.limit - live - cost,
                 retry_after_ms: 0,
-                reset_after_ms: ms_until(now_us + w, now_us),
+                reset_after_ms: ms_until(at + w, now_us),
             };
             return (d, commit);
         }
         // Room appears once the (live + cost - limit) oldest live entries have left.
         let k = (live + cost - p.limit) as usize;
-        let leaves = self
-            .entries
-            .get(first + k - 1)
-            .map_or(now_us, |e| e.min(now_us) + w);
+        let leaves = self.entries.get(first + k - 1).map_or(at, |e| e + w);
         let d = Decision {
             allowed: false,
             limit: p.limit,
             remaining: p.limit.saturating_sub(live),
             retry_after_ms: ms_until(leaves, now_us).max(1),
             reset_after_ms: if live > 0 {
-                newest.map_or(0, |n| ms_until(n + w, now_us))
+                self.entries.back().map_or(0, |n| ms_until(n + w, now_us))
             } else {
                 0
             },
         };
-        (d, commit && self.entries.clamp(now_us))
+        (d, false)
     }
 }
 
@@ -141,56 +147,37 @@ mod tests {
     impl Reference {
         fn hit(&mut self, p: &Params, cost: u64, now_us: u64, commit: bool) -> (Decision, bool) {
             let w = p.window_ms * US_PER_MS;
-            let first = self
-                .entries
-                .partition_point(|&e| e.saturating_add(w) <= now_us);
+            let at = self.entries.back().map_or(now_us, |&b| b.max(now_us));
+            let first = self.entries.partition_point(|&e| e.saturating_add(w) <= at);
             let live = (self.entries.len() - first) as u64;
-            let newest = self.entries.back().map(|&e| e.min(now_us));
             if live + cost <= p.limit {
                 if commit {
                     self.entries.drain(..first);
-                    self.clamp(now_us);
-                    self.entries
-                        .extend(std::iter::repeat_n(now_us, cost as usize));
+                    self.entries.extend(std::iter::repeat_n(at, cost as usize));
                 }
                 let d = Decision {
                     allowed: true,
                     limit: p.limit,
                     remaining: p.limit - live - cost,
                     retry_after_ms: 0,
-                    reset_after_ms: ms_until(now_us + w, now_us),
+                    reset_after_ms: ms_until(at + w, now_us),
                 };
                 return (d, commit);
             }
             let k = (live + cost - p.limit) as usize;
-            let leaves = self
-                .entries
-                .get(first + k - 1)
-                .map_or(now_us, |&e| e.min(now_us) + w);
+            let leaves = self.entries.get(first + k - 1).map_or(at, |&e| e + w);
             let d = Decision {
                 allowed: false,
                 limit: p.limit,
                 remaining: p.limit.saturating_sub(live),
                 retry_after_ms: ms_until(leaves, now_us).max(1),
                 reset_after_ms: if live > 0 {
-                    newest.map_or(0, |n| ms_until(n + w, now_us))
+                    self.entries.back().map_or(0, |&n| ms_until(n + w, now_us))
                 } else {
                     0
                 },
             };
-            (d, commit && self.clamp(now_us))
-        }
-
-        fn clamp(&mut self, now_us: u64) -> bool {
-            let mut changed = false;
-            for e in self.entries.iter_mut().rev() {
-                if *e <= now_us {
-                    break;
-                }
-                *e = now_us;
-                changed = true;
-            }
-            changed
+            (d, false)
         }
     }
 
@@ -261,38 +248,89 @@ mod tests {
             }
         }
 
-        /// With a clock that only moves forward, the cost admitted in every trailing window
-        /// never exceeds the limit; with any clock, retry_after_ms is exact.
+        /// Whatever the clock does (steps back and forward): (a) the cost admitted in every
+        /// trailing window of the key's own time (the effective now, which never goes back)
+        /// never exceeds the limit; (b) after a write whose reset_after_ms is R, the key is
+        /// fresh R ms later on the clock, and no later reply counts beyond that; (c) a
+        /// refusal or a dry run changes nothing; retry_after_ms is exact.
         #[test]
-        fn never_more_than_limit_in_any_trailing_window(
-            limit in 1u64..15, window_ms in 1u64..3000, back in any::<bool>(),
-            steps in prop::collection::vec((-1_000_000i64..3_000_000, 1u64..5), 1..80),
+        fn time_never_runs_backwards(
+            limit in 1u64..15, window_ms in 1u64..3000,
+            steps in prop::collection::vec((
+                prop_oneof![
+                    6 => -300_000i64..300_000,
+                    1 => -30_000_000i64..-1_000_000,
+                    1 => 1_000_000i64..30_000_000,
+                ],
+                1u64..5,
+                prop::bool::weighted(0.8),
+            ), 1..80),
         ) {
             let p = Params::new(limit, window_ms).unwrap();
             let mut log = Log::default();
             let mut now = T0 as i64;
+            let mut key_time = 0;
+            let mut fresh_at: Option<u64> = None;
             let mut admitted: Vec<(u64, u64)> = Vec::new();
-            for (dt, cost) in steps {
-                let dt = if back { dt } else { dt.abs() };
-                now = (now + dt / 9) / 1000 * 1000;
+            for (dt, cost, commit) in steps {
+                now += dt;
+                let now_us = now as u64;
                 let cost = cost.min(limit);
-                let d = log.hit(&p, cost, now as u64, true).0;
-                if d.allowed {
-                    admitted.push((now as u64, cost));
+                let at = log.entries().back().map_or(now_us, |b| b.max(now_us));
+                prop_assert!(at >= key_time);
+                let before = log.clone();
+                let (d, changed) = log.hit(&p, cost, now_us, commit);
+                if let Some(f) = fresh_at {
+                    if now_us >= f {
+                        prop_assert_eq!(d, Log::default().hit(&p, cost, now_us, false).0);
+                    } else if !d.allowed {
+                        prop_assert!(d.reset_after_ms <= (f - now_us).div_ceil(1000));
+                    }
+                }
+                if d.allowed && commit {
+                    prop_assert!(changed);
+                    key_time = at;
+                    admitted.push((at, cost));
+                    fresh_at = Some(now_us + d.reset_after_ms * 1000);
                 } else {
+                    prop_assert!(!changed);
+                    prop_assert_eq!(&log, &before);
+                }
+                if !d.allowed {
                     let r = d.retry_after_ms;
                     let mut probe = log.clone();
-                    prop_assert!(probe.hit(&p, cost, now as u64 + r * 1000, false).0.allowed);
-                    prop_assert!(!probe.hit(&p, cost, now as u64 + (r - 1) * 1000, false).0.allowed);
+                    prop_assert!(probe.hit(&p, cost, now_us + r * 1000, false).0.allowed);
+                    prop_assert!(!probe.hit(&p, cost, now_us + (r - 1) * 1000, false).0.allowed);
                 }
             }
-            if !back {
-                let w = window_ms * 1000;
-                for &(t, _) in &admitted {
-                    let sum: u64 = admitted.iter().filter(|a| a.0 >= t && a.0 < t + w).map(|a| a.1).sum();
-                    prop_assert!(sum <= limit);
-                }
+            let w = window_ms * 1000;
+            for &(t, _) in &admitted {
+                let sum: u64 = admitted.iter().filter(|a| a.0 >= t && a.0 < t + w).map(|a| a.1).sum();
+                prop_assert!(sum <= limit);
             }
+        }
+
+        /// A limit or window changed for an existing log keeps its entries with their times,
+        /// read under the new numbers.
+        #[test]
+        fn rule_change_keeps_entries(
+            limit in 1u64..15, window_ms in 1u64..3000,
+            new_limit in 1u64..15, new_window_ms in 1u64..3000,
+            steps in prop::collection::vec((0u64..300_000, 1u64..5), 1..30),
+        ) {
+            let p = Params::new(limit, window_ms).unwrap();
+            let q = Params::new(new_limit, new_window_ms).unwrap();
+            let mut log = Log::default();
+            let mut now = T0;
+            for (dt, cost) in steps {
+                now += dt;
+                log.hit(&p, cost.min(limit), now, true);
+            }
+            let w = new_window_ms * 1000;
+            let live = log.entries().iter().filter(|&e| e + w > now).count() as u64;
+            let d = log.clone().hit(&q, 1, now, false).0;
+            prop_assert_eq!(d.allowed, live < new_limit);
+            prop_assert_eq!(d.remaining, new_limit.saturating_sub(live + u64::from(d.allowed)));
         }
     }
 }

@@ -5,6 +5,11 @@
 //! in µs, `e` the µs elapsed in the current window, `prev` and `cur` the two counts:
 //! `estimate * W = prev * (W - e) + cur * W`, and a request of cost `c` is admitted iff
 //! `prev * (W - e) + (cur + c) * W <= limit * W`: exact integers, no fractions.
+//!
+//! Time never runs backwards for a key: a state counted in window `W+1` and read at a time
+//! in `W` is decided as of the start of `W+1` (its window start is the key's own time), so
+//! no window is counted afresh; retry and reset still count from the real now. A refusal
+//! writes nothing.
 
 use super::{div_ceil, positive, sat_u64, span, Decision, ParamError, US_PER_MS};
 
@@ -38,49 +43,51 @@ pub struct Counters {
     pub cur: u64,
 }
 
-/// The counters as seen at `now_us` under `p`: rolled forward to the window containing now.
-/// Each stored count moves to the window (of the new length) that contains the start of the
-/// window it was counted in, so a changed `window_ms` keeps what was counted. Counts in a
-/// window that lies in the future (the clock went back) read as a fully spent current window.
-pub fn current(c: Option<&Counters>, p: &Params, now_us: u64) -> Counters {
-    roll(c, p, now_us).0
+/// The effective now for stored counters: never before the start of the window the key's
+/// latest write was counted in (time never runs backwards for a key). The window start is
+/// the only time a window state keeps; a sliding window read in an earlier window is
+/// therefore read at the start of its own current window, its most restrictive instant.
+#[inline]
+fn effective_us(c: Option<&Counters>, now_us: u64) -> u64 {
+    c.map_or(now_us, |c| now_us.max(c.start_ms.saturating_mul(US_PER_MS)))
 }
 
-/// [`current`], and whether the stored counters lay in the future (were clamped).
-fn roll(c: Option<&Counters>, p: &Params, now_us: u64) -> (Counters, bool) {
+/// The counters as seen at `now_us` under `p`: rolled forward to the window containing the
+/// effective now. Each stored count moves to the window (of the new length) that contains
+/// the start of the window it was counted in, so a changed `window_ms` keeps what was
+/// counted.
+pub fn current(c: Option<&Counters>, p: &Params, now_us: u64) -> Counters {
+    roll(c, p, effective_us(c, now_us))
+}
+
+/// The counters rolled to the window containing `at_us` (never before the stored window).
+fn roll(c: Option<&Counters>, p: &Params, at_us: u64) -> Counters {
     let w = p.window_ms;
-    let now_ms = now_us / US_PER_MS;
-    let start = now_ms - now_ms % w;
+    let at_ms = at_us / US_PER_MS;
+    let start = at_ms - at_ms % w;
     let mut out = Counters {
         start_ms: start,
         prev: 0,
         cur: 0,
     };
-    let Some(c) = c else { return (out, false) };
+    let Some(c) = c else { return out };
     let prev_start = c.start_ms.saturating_sub(1);
     for (at, n) in [(c.start_ms, c.cur), (prev_start, c.prev)] {
         if n == 0 {
             continue;
         }
+        // `ws <= start`: the stored windows start at or before the effective now.
         let ws = at - at % w;
-        if ws > start {
-            // Written under a clock that ran ahead: most restrictive state now.
-            let spent = Counters {
-                start_ms: start,
-                prev: 0,
-                cur: p.limit.max(out.cur),
-            };
-            return (spent, true);
-        } else if ws == start {
+        if ws >= start {
             out.cur = out.cur.saturating_add(n);
         } else if ws + w == start {
             out.prev = out.prev.saturating_add(n);
         }
     }
-    (out, false)
+    out
 }
 
-/// `estimate * W` for counters positioned at `now_us`.
+/// `estimate * W` for counters positioned `e` µs into their window.
 #[inline]
 fn weighted(c: &Counters, w: u64, e: u64) -> u128 {
     u128::from(c.prev) * u128::from(w - e) + u128::from(c.cur) * u128::from(w)
@@ -108,8 +115,9 @@ fn sliding_reset(c: &Counters, w: u64, now_us: u64) -> u64 {
     }
 }
 
-/// Sliding window counter: decides a request of `cost` (validated `1..=limit`) at `now_us`.
-/// Returns the decision and, when admitted, the counters to store.
+/// Sliding window counter: decides a request of `cost` (validated `1..=limit`) at `now_us`,
+/// as of the effective now. Returns the decision and, when admitted, the counters to store.
+/// Retry and reset count from `now_us` (they include the time the clock must catch up).
 pub fn sliding(
     c: Option<&Counters>,
     p: &Params,
@@ -117,9 +125,10 @@ pub fn sliding(
     now_us: u64,
 ) -> (Decision, Option<Counters>) {
     let w = p.w_us();
-    let (mut c, clamped) = roll(c, p, now_us);
+    let at_us = effective_us(c, now_us);
+    let mut c = roll(c, p, at_us);
     let start_us = c.start_ms * US_PER_MS;
-    let e = now_us - start_us;
+    let e = at_us - start_us;
     let cap = u128::from(p.limit) * u128::from(w);
     let est = weighted(&c, w, e);
     let wanted = u128::from(cost) * u128::from(w);
@@ -135,7 +144,7 @@ pub fn sliding(
         return (d, Some(c));
     }
     // Refused: find the first µs at which the estimate leaves room for `cost`.
-    let at_us: u128 = match p.limit.checked_sub(c.cur.saturating_add(cost)) {
+    let room_at: u128 = match p.limit.checked_sub(c.cur.saturating_add(cost)) {
         // Still in this window: prev * (W - e') <= room * W  <=>  e' >= W - floor(room*W/prev).
         Some(room) if c.prev > 0 => {
             let keep = (u128::from(room) * u128::from(w) / u128::from(c.prev)).min(u128::from(w));
@@ -156,22 +165,22 @@ pub fn sliding(
         allowed: false,
         limit: p.limit,
         remaining: sat_u64(cap.saturating_sub(est) / u128::from(w)),
-        retry_after_ms: ms_until(at_us, now_us).max(1),
+        retry_after_ms: ms_until(room_at, now_us).max(1),
         reset_after_ms: sliding_reset(&c, w, now_us),
     };
-    (d, clamped.then_some(c))
+    (d, None)
 }
 
-/// Fixed window counter: admitted iff `count + cost <= limit` in the current aligned window.
-/// Only `cur` is used. Retry and reset are both the time to the window's end.
-/// Counters from the future are clamped as for [`sliding`].
+/// Fixed window counter: admitted iff `count + cost <= limit` in the window of the effective
+/// now. Only `cur` is used. Retry and reset are both the time (from `now_us`) to that
+/// window's end. A refusal stores nothing.
 pub fn fixed(
     c: Option<&Counters>,
     p: &Params,
     cost: u64,
     now_us: u64,
 ) -> (Decision, Option<Counters>) {
-    let (mut c, clamped) = roll(c, p, now_us);
+    let mut c = roll(c, p, effective_us(c, now_us));
     c.prev = 0;
     let end = u128::from(c.start_ms + p.window_ms) * u128::from(US_PER_MS);
     let to_end = ms_until(end, now_us);
@@ -194,7 +203,7 @@ pub fn fixed(
         retry_after_ms: to_end,
         reset_after_ms: if c.cur > 0 { to_end } else { 0 },
     };
-    (d, clamped.then_some(c))
+    (d, None)
 }
 
 #[cfg(test)]
@@ -283,13 +292,54 @@ mod tests {
     }
 
     #[test]
-    fn clock_back_reads_fully_spent() {
+    fn clock_back_keeps_the_window() {
+        // Counted in window 10, read in window 0: decided as of the start of window 10.
         let p = Params::new(5, 1000).unwrap();
         let mut s = None;
-        hit(&mut s, &p, 1, T0 + 10_000_000);
+        hit(&mut s, &p, 1, T0 + 10_500_000);
         let d = hit(&mut s, &p, 1, T0);
+        assert_eq!(
+            (d.allowed, d.remaining, d.reset_after_ms),
+            (true, 3, 12_000)
+        );
+        assert_eq!(
+            s.map(|c| (c.start_ms, c.prev, c.cur)),
+            Some((T0 / 1000 + 10_000, 0, 2))
+        );
+        for _ in 0..3 {
+            assert!(hit(&mut s, &p, 1, T0).allowed);
+        }
+        let written = s;
+        // Full: the room comes 800 ms into window 11 (prev 5 weighs 4 then).
+        let d = hit(&mut s, &p, 1, T0);
+        assert_eq!(
+            (d.allowed, d.remaining, d.retry_after_ms, d.reset_after_ms),
+            (false, 0, 11_200, 12_000)
+        );
+        assert_eq!(s, written);
+        // Fixed: the same.
+        let mut s = None;
+        for _ in 0..5 {
+            let (_, n) = fixed(s.as_ref(), &p, 1, T0 + 10_500_000);
+            s = n.or(s);
+        }
+        let (d, n) = fixed(s.as_ref(), &p, 1, T0);
+        assert_eq!(
+            (d.allowed, d.remaining, d.retry_after_ms, d.reset_after_ms),
+            (false, 0, 11_000, 11_000)
+        );
+        assert_eq!(n, None);
+        assert!(fixed(s.as_ref(), &p, 1, T0 + 11_000_000).0.allowed);
+    }
+
+    #[test]
+    fn limit_change_reads_counts_under_the_new_limit() {
+        let mut s = None;
+        hit(&mut s, &Params::new(10, 1000).unwrap(), 8, T0);
+        let d = sliding(s.as_ref(), &Params::new(5, 1000).unwrap(), 1, T0).0;
         assert_eq!((d.allowed, d.remaining), (false, 0));
-        assert!(d.retry_after_ms <= 2000 && d.reset_after_ms <= 2000);
+        let d = sliding(s.as_ref(), &Params::new(20, 1000).unwrap(), 1, T0).0;
+        assert_eq!((d.allowed, d.remaining), (true, 11));
     }
 
     #[test]
@@ -315,73 +365,92 @@ mod tests {
         assert_eq!(admitted, 200);
     }
 
+    /// Clock steps: mostly small moves either way, some large jumps back and forward.
+    fn clock_step() -> impl Strategy<Value = i64> {
+        prop_oneof![
+            6 => -400_000i64..400_000,
+            1 => -60_000_000i64..-1_000_000,
+            1 => 1_000_000i64..60_000_000,
+        ]
+    }
+
     proptest! {
-        /// Fixed window: per aligned window never more than the limit (clock moving
-        /// forward); retry is exact for any clock.
+        /// Both counters, whatever the clock does (steps back and forward): (a) in every
+        /// aligned window of the key's own time (the window the effective now lies in, which
+        /// never goes back) the admitted cost never exceeds the limit, and for the sliding
+        /// counter the weighted estimate including each admitted request is within the limit
+        /// at the effective now; (b) after a write whose reset_after_ms is R, the key is
+        /// fresh R ms later on the clock, and no later reply counts beyond that; (c) a refusal
+        /// stores nothing; retry_after_ms is exact.
         #[test]
-        fn fixed_never_more_than_limit(
-            limit in 1u64..20, window_ms in 1u64..3000,
-            steps in prop::collection::vec((-2_000_000i64..4_000_000, 1u64..6), 1..100),
+        fn time_never_runs_backwards(
+            limit in 1u64..20, window_ms in 1u64..3000, is_fixed in any::<bool>(),
+            steps in prop::collection::vec((clock_step(), 1u64..6), 1..100),
         ) {
             let p = Params::new(limit, window_ms).unwrap();
-            let mut s = None;
+            let run = |c: Option<&Counters>, cost: u64, now: u64| {
+                if is_fixed { fixed(c, &p, cost, now) } else { sliding(c, &p, cost, now) }
+            };
+            let mut s: Option<Counters> = None;
             let mut now = T0 as i64;
             let mut per_window = std::collections::HashMap::<u64, u64>::new();
-            let back = steps.len() % 2 == 0;
+            let mut last_window = 0;
+            let mut fresh_at: Option<u64> = None;
             for (dt, cost) in steps {
-                let dt = if back { dt } else { dt.abs() };
-                now = (now + dt / 11) / 1000 * 1000;
+                now = (now + dt).max(0);
+                let now_us = now as u64;
                 let cost = cost.min(limit);
-                let (d, n) = fixed(s.as_ref(), &p, cost, now as u64);
-                if let Some(n) = n {
-                    s = Some(n);
+                let at = effective_us(s.as_ref(), now_us);
+                let before = current(s.as_ref(), &p, now_us);
+                let (d, n) = run(s.as_ref(), cost, now_us);
+                if let Some(f) = fresh_at {
+                    if now_us >= f {
+                        prop_assert_eq!(d, run(None, cost, now_us).0);
+                    } else if !d.allowed {
+                        prop_assert!(d.reset_after_ms <= (f - now_us).div_ceil(1000));
+                    }
                 }
+                let idx = at / 1000 / window_ms;
+                prop_assert!(idx >= last_window);
                 if d.allowed {
-                    let e = per_window.entry(now as u64 / 1000 / window_ms).or_default();
+                    last_window = idx;
+                    let e = per_window.entry(idx).or_default();
                     *e += cost;
-                    prop_assert!(back || *e <= limit);
+                    prop_assert!(*e <= limit);
+                    if !is_fixed {
+                        let w = u128::from(window_ms * 1000);
+                        let el = u128::from(at - before.start_ms * 1000);
+                        prop_assert!(u128::from(before.prev) * (w - el) + u128::from(before.cur + cost) * w <= u128::from(limit) * w);
+                    }
+                    fresh_at = Some(now_us + d.reset_after_ms * 1000);
+                    s = n;
                 } else {
+                    prop_assert_eq!(n, None);
                     let r = d.retry_after_ms;
-                    prop_assert!(fixed(s.as_ref(), &p, cost, now as u64 + r * 1000).0.allowed);
-                    prop_assert!(r == 0 || !fixed(s.as_ref(), &p, cost, now as u64 + (r - 1) * 1000).0.allowed);
+                    prop_assert!(run(s.as_ref(), cost, now_us + r * 1000).0.allowed);
+                    prop_assert!(!run(s.as_ref(), cost, now_us + (r - 1) * 1000).0.allowed);
                 }
             }
         }
 
-        /// In every aligned window, admitted cost never exceeds the limit (clock moving
-        /// forward), and at every admission the weighted estimate (including it) is within
-        /// the limit (any clock). A jump back never adds room.
+        /// A jump back never adds room.
         #[test]
-        fn never_more_than_limit(
+        fn clock_back_never_adds_room(
             limit in 1u64..20, window_ms in 1u64..3000,
-            steps in prop::collection::vec((-2_000_000i64..4_000_000, 1u64..6), 1..100),
+            steps in prop::collection::vec((0i64..400_000, 1u64..6), 1..40),
+            back_us in 1u64..100_000_000,
         ) {
             let p = Params::new(limit, window_ms).unwrap();
             let mut s = None;
-            let mut now = T0 as i64;
-            let mut per_window = std::collections::HashMap::<u64, u64>::new();
-            let back = steps.len() % 2 == 0;
-            let mut last = now as u64;
+            let mut now = T0;
             for (dt, cost) in steps {
-                let dt = if back { dt } else { dt.abs() };
-                now += dt / 11;
-                let cost = cost.min(limit);
-                if (now as u64) < last {
-                    let room_before = sliding(s.as_ref(), &p, 1, last).0.remaining;
-                    prop_assert!(sliding(s.as_ref(), &p, 1, now as u64).0.remaining <= room_before);
-                }
-                last = now as u64;
-                let before = current(s.as_ref(), &p, now as u64);
-                if hit(&mut s, &p, cost, now as u64).allowed {
-                    let idx = (now as u64 / 1000) / window_ms;
-                    let n = per_window.entry(idx).or_default();
-                    *n += cost;
-                    prop_assert!(back || *n <= limit);
-                    let w = u128::from(window_ms * 1000);
-                    let e = now as u64 - before.start_ms * 1000;
-                    prop_assert!(u128::from(before.prev) * (w - u128::from(e)) + u128::from(before.cur + cost) * w <= u128::from(limit) * w);
-                }
+                now += dt as u64;
+                hit(&mut s, &p, cost.min(limit), now);
             }
+            let room = sliding(s.as_ref(), &p, 1, now).0.remaining;
+            prop_assert!(sliding(s.as_ref(), &p, 1, now - back_us).0.remaining <= room);
+            let room = fixed(s.as_ref(), &p, 1, now).0.remaining;
+            prop_assert!(fixed(s.as_ref(), &p, 1, now - back_us).0.remaining <= room);
         }
 
         /// retry_after_ms is exact at ms resolution; remaining unit requests fit now.

@@ -37,23 +37,35 @@ pub fn throttle(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
     };
     let names = ["max_burst", "count_per_period", "period"];
     let gp = gcra::Params::new(p.limit(), p.count, p.period_s.saturating_mul(1000), names)?;
-    let now_ns = clock::now_us().saturating_mul(1000);
+    let now_us = clock::now_us();
+    let now_ns = now_us.saturating_mul(1000);
     let key = Key::open(ctx, name, true);
     let adopted = key.kind() == raw::REDISMODULE_KEYTYPE_STRING;
-    let tat = if adopted {
-        Some(
-            key.string_value()
-                .and_then(parse_cell_string)
-                .ok_or(Error::Static(WRONGTYPE))?,
-        )
+    // The stored TAT; `retimed`: written under another emission interval, so re-timed by
+    // its units (stored even on a refusal, as RL.GCRA does).
+    let (tat, retimed) = if adopted {
+        let tat_ns = key
+            .string_value()
+            .and_then(parse_cell_string)
+            .ok_or(Error::Static(WRONGTYPE))?;
+        (Some(tat_ns), false)
     } else {
         match state_of(&key, Algo::Gcra)?.as_deref() {
-            Some(State::Gcra(b)) => Some(b.tat.ns.saturating_add(u64::from(b.tat.frac > 0))),
-            _ => None,
+            Some(State::Gcra(b)) => {
+                let (tat_ns, retimed) = gcra::view_ns(b.stored(), &gp, p.t_ns(), now_us);
+                (Some(tat_ns), retimed)
+            }
+            _ => (None, false),
         }
     };
     let (reply, stored, ttl_ns) = cell::throttle(tat, &p, quantity, now_ns);
-    if let Some(ns) = stored.filter(|_| quantity > 0) {
+    // A peek (quantity 0) writes nothing, not even a re-timed state.
+    let stored = if quantity == 0 {
+        None
+    } else {
+        stored.or(tat.filter(|_| retimed))
+    };
+    if let Some(ns) = stored {
         let next = State::Gcra(Bucket {
             params: gp,
             tat: gcra::Tat { ns, frac: 0 },
