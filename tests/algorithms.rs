@@ -1,6 +1,6 @@
 //! Integration tests of the issue-3 commands on a real redis-server: RL.FIXED, RL.LOG,
 //! RL.QUEUE (6th field delay_ms), RL.ACQUIRE (6th field token), RL.RELEASE, RL.RENEW.
-//! Every reply field is hand-computed from the contract (../shared/design/commands.md)
+//! Every reply field is hand-computed from the contract (docs/commands.md)
 //! at a frozen, minute-aligned test clock; after every admitted request the key's PTTL
 //! equals reset_after_ms; DRYRUN and refused requests change nothing; WRONGTYPE and bad
 //! input; the issue's behaviours (boundary attack, queue shaping, concurrency leases and
