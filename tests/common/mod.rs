@@ -429,6 +429,35 @@ pub fn reply5(v: &Value) -> Result<[i64; 5], String> {
 
 /// MULTI + commands + EXEC in one round trip; the EXEC reply's elements, raw.
 pub fn multi(con: &mut Connection, cmds: &[Vec<String>]) -> Vec<Value> {
+    let started = Instant::now();
+    let out = multi_inner(con, cmds);
+    let ms = i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
+    LAST_MULTI_MS.with(|c| c.set(ms.saturating_add(1)));
+    out
+}
+
+thread_local! {
+    static LAST_MULTI_MS: std::cell::Cell<i64> = const { std::cell::Cell::new(0) };
+}
+
+/// The real time the last `multi` of this thread took, in ms rounded up. A PTTL read in the
+/// same MULTI as the write that set the TTL is short of it by at most this (plus 1 ms of
+/// rounding): the bound a test allows, instead of a guess at how fast the machine is.
+pub fn last_multi_ms() -> i64 {
+    LAST_MULTI_MS.with(|c| c.get())
+}
+
+/// Asserts that a PTTL read in the same MULTI as the write that set `want` is `want`, up to
+/// the real time that MULTI took.
+pub fn assert_pttl_in_multi(p: i64, want: i64, what: &str) {
+    let slack = last_multi_ms() + 2;
+    assert!(
+        p <= want && p >= want - slack,
+        "{what}: PTTL {p}, expected {want} (less at most {slack} ms: the MULTI's real time)"
+    );
+}
+
+fn multi_inner(con: &mut Connection, cmds: &[Vec<String>]) -> Vec<Value> {
     let mut p = redis::pipe();
     p.atomic();
     for a in cmds {
