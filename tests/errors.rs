@@ -575,13 +575,3 @@ fn clock_bad_subcommands_are_errors() {
     }
     assert_eq!(clock_get(&mut c), T0, "a bad RL.CLOCK call moved the clock");
 }
-
-/// The server's clock in ms (TIME).
-fn server_ms(c: &mut Connection) -> i64 {
-    match raw(c, &args!("TIME")) {
-        Value::Array(t) => {
-            text(&t[0]).parse::<i64>().unwrap() * 1000 + text(&t[1]).parse::<i64>().unwrap() / 1000
-        }
-        other => panic!("TIME answered {other:?}"),
-    }
-}

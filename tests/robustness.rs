@@ -1330,12 +1330,23 @@ fn restored_edge_states_stay_loadable_after_every_command() {
         }
     }
     assert!(!restored.is_empty());
-    let before = int(&ok(&mut c, &args!("DBSIZE")));
+    // Every key with its absolute expiry: a key whose expiry passes in real time before the
+    // reload is rightly not loaded (some edge states leave TTLs of a few ms).
+    let before: Vec<(String, i64)> = scan_all(&mut c)
+        .into_iter()
+        .map(|k| {
+            let at = pexpiretime(&mut c, &k);
+            (k, at)
+        })
+        .collect();
     let v = raw(&mut c, &args!("DEBUG", "RELOAD"));
     assert!(error_text(&v).is_none(), "DEBUG RELOAD failed: {v:?}");
-    assert_eq!(
-        int(&ok(&mut c, &args!("DBSIZE"))),
-        before,
-        "keys lost by DEBUG RELOAD"
-    );
+    let after = scan_all(&mut c);
+    let now = server_ms(&mut c);
+    for (k, at) in &before {
+        assert!(
+            after.contains(k) || (*at > 0 && *at <= now),
+            "{k} (expiring at {at}, now {now}) lost by DEBUG RELOAD"
+        );
+    }
 }

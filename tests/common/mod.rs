@@ -754,3 +754,13 @@ impl ServerVersion {
         self.at_least((7, 2), (7, 2))
     }
 }
+
+/// The server's clock in ms (TIME).
+pub fn server_ms(c: &mut Connection) -> i64 {
+    match raw(c, &args!("TIME")) {
+        Value::Array(t) => {
+            text(&t[0]).parse::<i64>().unwrap() * 1000 + text(&t[1]).parse::<i64>().unwrap() / 1000
+        }
+        other => panic!("TIME answered {other:?}"),
+    }
+}
