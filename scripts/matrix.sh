@@ -47,6 +47,9 @@ mkdir -p "$OUT"
 export RL_MODULE=$MODULE
 
 if (($#)); then NAMES=("$@"); else NAMES=("${ALL[@]}"); fi
+# Nothing from an earlier run (the build cache keeps target/) may stand in for this one.
+for name in "${NAMES[@]}"; do rm -f "$OUT/$name".*; done
+rm -f "$OUT/compat.md"
 
 # The binary of server NAME, or nothing.
 binary() {
