@@ -1,8 +1,10 @@
-//! Argument parsing shared by every command: integers, the common options, precise errors.
+//! Argument parsing shared by every command: integers, the options of the rate commands
+//! (parsed here once, for every command and every RL.ALL rule), precise errors.
 
-use crate::algo::{check_cost, ParamError};
+use crate::algo::{span, ParamError};
 use crate::error::{Error, NOT_INTEGER, SYNTAX};
 use crate::rm::{self, RStr};
+use crate::rule::{Ask, Request};
 
 /// A signed 64-bit integer argument, parsed exactly like Redis parses integers.
 pub fn int(s: RStr) -> Result<i64, Error> {
@@ -25,33 +27,168 @@ pub fn non_negative(s: RStr, name: &'static str) -> Result<u64, Error> {
     }
 }
 
-/// The options every rate command takes: `[COST n] [DRYRUN]`, any order, case-insensitive,
-/// each at most once.
+/// Which options a command (or an RL.ALL rule) takes beside `COST n` and `DRYRUN`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Opts {
-    pub cost: u64,
+pub struct Takes {
+    /// `COST n` (all but RL.ACQUIRE).
+    pub cost: bool,
+    /// `REFUND n`, `PARTIAL`, `BLOCK ms` (the rate commands; not RL.ALL's rules).
+    pub per_request: bool,
+    /// `RESERVE r` (the rate commands and RL.ALL's rules).
+    pub reserve: bool,
+    /// `STAGGER` (FIXED and SLIDING).
+    pub stagger: bool,
+    /// `DRYRUN` (the rate commands; RL.ALL takes it once, for the whole call).
     pub dryrun: bool,
 }
 
-/// Parses the options in `args`; `limit` is the command's limit argument (for `COST`).
-pub fn options(args: &[RStr], limit: u64, limit_name: &'static str) -> Result<Opts, Error> {
+/// The parsed options of one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Opts {
+    pub ask: Ask,
+    pub partial: bool,
+    pub reserve: u64,
+    pub block_ms: u64,
+    pub stagger: bool,
+    pub dryrun: bool,
+}
+
+impl Opts {
+    /// The request these options make.
+    pub fn request(&self) -> Request {
+        Request {
+            ask: self.ask,
+            partial: self.partial,
+            reserve: self.reserve,
+            block_ms: self.block_ms,
+            commit: !self.dryrun,
+        }
+    }
+}
+
+/// The options every rate command takes, in any order, case-insensitive, each at most once:
+/// `[COST n | REFUND n] [PARTIAL] [RESERVE r] [BLOCK ms] [STAGGER] [DRYRUN]` (as far as
+/// `takes` allows). `limit` is the command's limit argument, named `limit_name` in errors.
+/// Anything else is `ERR syntax error`.
+pub fn options(
+    args: &[RStr],
+    limit: u64,
+    limit_name: &'static str,
+    takes: Takes,
+) -> Result<Opts, Error> {
+    let (opts, used) = leading_options(args, limit, limit_name, takes)?;
+    if used != args.len() {
+        return Err(Error::Static(SYNTAX));
+    }
+    Ok(opts)
+}
+
+/// Parses the options at the front of `args`, stopping at the first word that is not one
+/// `takes` allows (RL.ALL: the next rule); returns them and how many arguments they took.
+pub fn leading_options(
+    args: &[RStr],
+    limit: u64,
+    limit_name: &'static str,
+    takes: Takes,
+) -> Result<(Opts, usize), Error> {
     let mut cost = None;
+    let mut refund = None;
+    let mut partial = false;
+    let mut reserve = None;
+    let mut block = None;
+    let mut stagger = false;
     let mut dryrun = false;
     let mut i = 0;
-    while i < args.len() {
-        let word = rm::bytes(args[i]);
-        if word.eq_ignore_ascii_case(b"COST") && cost.is_none() {
-            let v = args.get(i + 1).ok_or(Error::Static(SYNTAX))?;
-            cost = Some(positive(*v, "cost")?);
+    while let Some(arg) = args.get(i) {
+        let word = rm::bytes(*arg);
+        let is = |w: &[u8]| word.eq_ignore_ascii_case(w);
+        let value = || args.get(i + 1).copied().ok_or(Error::Static(SYNTAX));
+        let repeated = || Err(Error::Static(SYNTAX));
+        if is(b"COST") && takes.cost {
+            if cost.is_some() {
+                return repeated();
+            }
+            cost = Some(non_negative(value()?, "cost")?);
             i += 2;
-        } else if word.eq_ignore_ascii_case(b"DRYRUN") && !dryrun {
+        } else if is(b"REFUND") && takes.per_request {
+            if refund.is_some() {
+                return repeated();
+            }
+            refund = Some(positive(value()?, "refund")?);
+            i += 2;
+        } else if is(b"PARTIAL") && takes.per_request {
+            if partial {
+                return repeated();
+            }
+            partial = true;
+            i += 1;
+        } else if is(b"RESERVE") && takes.reserve {
+            if reserve.is_some() {
+                return repeated();
+            }
+            reserve = Some(non_negative(value()?, "reserve")?);
+            i += 2;
+        } else if is(b"BLOCK") && takes.per_request {
+            if block.is_some() {
+                return repeated();
+            }
+            block = Some(span(positive(value()?, "block_ms")?, "block_ms")?);
+            i += 2;
+        } else if is(b"STAGGER") && takes.stagger {
+            if stagger {
+                return repeated();
+            }
+            stagger = true;
+            i += 1;
+        } else if is(b"DRYRUN") && takes.dryrun {
+            if dryrun {
+                return repeated();
+            }
             dryrun = true;
             i += 1;
         } else {
-            return Err(Error::Static(SYNTAX));
+            break;
         }
     }
-    let cost = cost.unwrap_or(1);
-    check_cost(cost, limit, limit_name)?;
-    Ok(Opts { cost, dryrun })
+    let reserve_set = reserve.is_some();
+    let reserve = reserve.unwrap_or(0);
+    let ask = match (cost, refund) {
+        // A refund is not a request: it takes no cost, grant, reserve or penalty.
+        (None, Some(n)) if !partial && !reserve_set && block.is_none() => {
+            if n > limit {
+                return Err(ParamError::OptionAbove("REFUND", limit_name).into());
+            }
+            Ask::Refund(n)
+        }
+        (_, Some(_)) => return Err(Error::Static(SYNTAX)),
+        // A peek spends nothing: there is nothing to grant, reserve or penalise.
+        (Some(0), None) if partial || reserve_set || block.is_some() => {
+            return Err(Error::Static(SYNTAX))
+        }
+        (c, None) => {
+            let c = c.unwrap_or(1);
+            if c > limit {
+                return Err(ParamError::CostAboveLimit(limit_name).into());
+            }
+            Ask::Spend(c)
+        }
+    };
+    if reserve_set && reserve >= limit {
+        return Err(ParamError::OptionBelow("RESERVE", limit_name).into());
+    }
+    if let Ask::Spend(c) = ask {
+        // Never admissible: refused like a cost above the limit (PARTIAL takes what fits).
+        if !partial && c.saturating_add(reserve) > limit {
+            return Err(ParamError::OptionAbove("COST plus RESERVE", limit_name).into());
+        }
+    }
+    let opts = Opts {
+        ask,
+        partial,
+        reserve,
+        block_ms: block.unwrap_or(0),
+        stagger,
+        dryrun,
+    };
+    Ok((opts, i))
 }

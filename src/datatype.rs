@@ -242,7 +242,7 @@ fn pack(s: &State) -> Option<usize> {
             let payload = window_payload(w, tag == TAG_FIXED)?;
             (tag, payload, WINDOW_RULES.intern(&w.params)?)
         }
-        State::Log(_) | State::Concurrency(_) => return None,
+        State::Log(_) | State::Concurrency(_) | State::Blocked(_) => return None,
     };
     let rule = u64::try_from(rule).ok().filter(|&r| fits(r, 7))?;
     let word = payload.checked_shl(PAYLOAD_SHIFT)?

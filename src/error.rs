@@ -68,6 +68,8 @@ impl From<ParamError> for Error {
             ParamError::Negative(name) => format!("ERR {name} must not be negative"),
             ParamError::TooLarge(what) => format!("ERR parameters too large: {what}"),
             ParamError::CostAboveLimit(name) => format!("ERR COST must not exceed {name}"),
+            ParamError::OptionAbove(opt, name) => format!("ERR {opt} must not exceed {name}"),
+            ParamError::OptionBelow(opt, name) => format!("ERR {opt} must be less than {name}"),
             ParamError::AboveConfig(name, max, config) => {
                 format!("ERR {name} must be at most {max} (config {config})")
             }

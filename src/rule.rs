@@ -1,15 +1,16 @@
 //! A rule is one algorithm with its parameters: what a rate command asks for. It connects
 //! the stored [`State`] to the pure algorithms; still no Redis types here.
 
-use crate::algo::{gcra, lease, log, window, Decision};
-use crate::state::{Algo, Bucket, LeaseState, LogState, State, Window};
+use crate::algo::{gcra, lease, log, window, Decision, US_PER_MS};
+use crate::state::{Algo, Blocked, Bucket, LeaseState, LogState, State, Window};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rule {
     /// GCRA, token bucket or queue (`Algo` says which; the arithmetic is the same).
     Bucket(Algo, gcra::Params),
-    /// Sliding or fixed window counter.
-    Window(Algo, window::Params),
+    /// Sliding or fixed window counter, with its windows' offset in ms (`STAGGER`; 0 for
+    /// windows aligned to the epoch).
+    Window(Algo, window::Params, u64),
     /// Exact sliding log.
     Log(window::Params),
     /// Concurrency leases (`RL.ACQUIRE`).
@@ -20,26 +21,98 @@ pub enum Rule {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Extra {
     None,
-    /// `RL.QUEUE`: ms the admitted request waits (0 when refused).
+    /// `RL.QUEUE`: ms the admitted request waits (0 when refused; for a peek or a refund,
+    /// what a request admitted now would wait).
     Delay(u64),
     /// `RL.ACQUIRE`: the lease's token (None when refused).
     Token(Option<lease::Token>),
+}
+
+/// What a request asks of its rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ask {
+    /// Spend this many units (`COST n`, default 1); 0 is a peek.
+    Spend(u64),
+    /// Give back this many units (`REFUND n`).
+    Refund(u64),
+}
+
+/// One request: what it asks and its options (the contract's "Beyond yes or no").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Request {
+    pub ask: Ask,
+    /// `PARTIAL`: spend up to the cost, at least one unit.
+    pub partial: bool,
+    /// `RESERVE r`: admit only if at least `r` units remain after this request.
+    pub reserve: u64,
+    /// `BLOCK ms`: when refused, refuse every request for this long (0: no BLOCK).
+    pub block_ms: u64,
+    /// Not a dry run: an admitted request, a refund and a refusal that starts or extends a
+    /// block store what they change.
+    pub commit: bool,
+}
+
+impl Request {
+    /// A plain request of `cost` units.
+    pub const fn spend(cost: u64, commit: bool) -> Request {
+        Request {
+            ask: Ask::Spend(cost),
+            partial: false,
+            reserve: 0,
+            block_ms: 0,
+            commit,
+        }
+    }
+}
+
+/// Events of a request that `INFO ratelimit` counts (bits of [`Outcome::events`]).
+pub mod event {
+    /// A cost-0 request.
+    pub const PEEK: u8 = 1;
+    /// A refund.
+    pub const REFUND: u8 = 2;
+    /// A PARTIAL request granted fewer units than it asked for.
+    pub const PARTIAL_SHORT: u8 = 4;
+    /// Refused because the RESERVE would not have remained.
+    pub const RESERVE_REFUSED: u8 = 8;
+    /// A refusal that started or extended a block.
+    pub const BLOCK_SET: u8 = 16;
+    /// Refused because the key is blocked.
+    pub const BLOCKED: u8 = 32;
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Outcome {
     pub decision: Decision,
     pub extra: Extra,
+    /// `PARTIAL`: the units spent (0 when refused).
+    pub granted: Option<u64>,
     /// The state was changed and must be stored, expired and replicated.
     pub wrote: bool,
+    /// What happened, for the counters ([`event`] bits).
+    pub events: u8,
+}
+
+/// ms, rounded up, from `now_us` until `until_us` (0 if not after).
+fn ms_until(until_us: u64, now_us: u64) -> u64 {
+    until_us.saturating_sub(now_us).div_ceil(US_PER_MS)
 }
 
 impl Rule {
     pub fn algo(&self) -> Algo {
         match self {
-            Rule::Bucket(a, _) | Rule::Window(a, _) => *a,
+            Rule::Bucket(a, _) | Rule::Window(a, _, _) => *a,
             Rule::Log(_) => Algo::Log,
             Rule::Acquire(_) => Algo::Concurrency,
+        }
+    }
+
+    /// The most cost-1 requests a fresh key admits at once (the reply's `limit`).
+    pub fn limit(&self) -> u64 {
+        match self {
+            Rule::Bucket(_, p) => p.burst,
+            Rule::Window(_, p, _) | Rule::Log(p) => p.limit,
+            Rule::Acquire(p) => p.limit,
         }
     }
 
@@ -57,7 +130,7 @@ impl Rule {
                     _ => State::Gcra(b),
                 }
             }
-            Rule::Window(a, params) => {
+            Rule::Window(a, params, _) => {
                 let w = Window {
                     params,
                     counters: window::Counters::default(),
@@ -78,15 +151,232 @@ impl Rule {
         }
     }
 
-    /// Decides a request of `cost` against `s` (the stored state, or [`Rule::fresh`]), as
-    /// of the key's own time when the clock reads earlier. When admitted and `commit`,
-    /// updates `s` in place under this rule's parameters; a refusal or a dry run changes
-    /// nothing (but for a GCRA-family state re-timed under another emission interval, which
-    /// a committed refusal stores).
+    /// A plain request of `cost` (see [`Rule::request`]).
     pub fn hit(&self, s: &mut State, cost: u64, now_us: u64, commit: bool) -> Outcome {
+        self.request(s, &Request::spend(cost, commit), now_us)
+    }
+
+    /// Decides `req` against `s` (the stored state, or [`Rule::fresh`]) at `now_us`, as of
+    /// the key's own time when the clock reads earlier, and updates `s` in place when the
+    /// request writes (`Outcome::wrote`): an admitted request or a refund when `commit`, a
+    /// refusal that starts or extends a block, and a GCRA-family state re-timed under
+    /// another emission interval. Anything else changes nothing.
+    pub fn request(&self, s: &mut State, req: &Request, now_us: u64) -> Outcome {
         if s.algo() != self.algo() {
-            return self.hit(&mut self.fresh(), cost, now_us, false);
+            let dry = Request {
+                commit: false,
+                ..*req
+            };
+            return self.request(&mut self.fresh(), &dry, now_us);
         }
+        let until = s.blocked_until_us();
+        if until > now_us {
+            return self.under_block(s, req, now_us);
+        }
+        let out = match &mut *s {
+            // The penalty is over: the wrapped state applies as before.
+            State::Blocked(b) => self.unblocked(&mut b.state, req, now_us),
+            other => self.unblocked(other, req, now_us),
+        };
+        let out = self.maybe_block(s, req, out, now_us);
+        if out.wrote && until != 0 && s.blocked_until_us() == until {
+            // A write after the penalty stores the state without it.
+            let taken = std::mem::replace(s, self.fresh());
+            *s = match taken {
+                State::Blocked(b) => b.state,
+                other => other,
+            };
+        }
+        out
+    }
+
+    /// A refused request with `BLOCK ms` blocks the key for `ms` from now (stored when
+    /// `commit`); the reply counts the block.
+    fn maybe_block(&self, s: &mut State, req: &Request, mut out: Outcome, now_us: u64) -> Outcome {
+        if out.decision.allowed || req.block_ms == 0 || matches!(req.ask, Ask::Refund(_)) {
+            return out;
+        }
+        let until = now_us.saturating_add(req.block_ms.saturating_mul(US_PER_MS));
+        block_reply(&mut out.decision, until, now_us);
+        if req.commit {
+            let inner = std::mem::replace(s, self.fresh());
+            let inner = match inner {
+                State::Blocked(b) => b.state,
+                other => other,
+            };
+            *s = State::Blocked(Box::new(Blocked {
+                until_us: until,
+                state: inner,
+            }));
+            out.wrote = true;
+            out.events |= event::BLOCK_SET;
+        }
+        out
+    }
+
+    /// `req` on a key blocked until after `now_us`: spends are refused (a BLOCK extends the
+    /// block, never shortens it); peeks and refunds act on the wrapped state. Replies count
+    /// the block.
+    fn under_block(&self, s: &mut State, req: &Request, now_us: u64) -> Outcome {
+        let State::Blocked(b) = s else {
+            return self.unblocked(s, req, now_us);
+        };
+        let mut out = match req.ask {
+            Ask::Spend(cost) if cost > 0 => {
+                // What the wrapped state alone would answer (nothing is spent).
+                let dry = Request {
+                    commit: false,
+                    block_ms: 0,
+                    ..*req
+                };
+                let alone = self.unblocked(&mut b.state, &dry, now_us);
+                let peek = self.unblocked(&mut b.state, &Request::spend(0, false), now_us);
+                let mut d = alone.decision;
+                if d.allowed {
+                    d.retry_after_ms = 0;
+                }
+                d.allowed = false;
+                d.reset_after_ms = peek.decision.reset_after_ms;
+                let mut out = Outcome {
+                    decision: d,
+                    extra: match alone.extra {
+                        Extra::Delay(_) => Extra::Delay(0),
+                        e => e,
+                    },
+                    granted: req.partial.then_some(0),
+                    wrote: false,
+                    events: event::BLOCKED,
+                };
+                let wanted = now_us.saturating_add(req.block_ms.saturating_mul(US_PER_MS));
+                if req.block_ms > 0 && wanted > b.until_us && req.commit {
+                    b.until_us = wanted;
+                    out.wrote = true;
+                    out.events |= event::BLOCK_SET;
+                } else if req.block_ms > 0 && wanted > b.until_us {
+                    // A dry run answers as if the block were extended.
+                    block_reply(&mut out.decision, wanted, now_us);
+                    return out;
+                }
+                out
+            }
+            _ => self.unblocked(&mut b.state, req, now_us),
+        };
+        block_reply(&mut out.decision, b.until_us, now_us);
+        out
+    }
+
+    /// `req` on a state with no block in force.
+    fn unblocked(&self, s: &mut State, req: &Request, now_us: u64) -> Outcome {
+        match req.ask {
+            Ask::Spend(0) => self.peek(s, now_us, event::PEEK),
+            Ask::Refund(n) if req.commit => {
+                let wrote = self.refund(s, n, now_us);
+                let mut out = self.peek(s, now_us, event::REFUND);
+                out.wrote = wrote;
+                out
+            }
+            Ask::Refund(n) => {
+                let mut after = s.clone();
+                self.refund(&mut after, n, now_us);
+                self.peek(&mut after, now_us, event::REFUND)
+            }
+            Ask::Spend(cost) if !req.partial && req.reserve == 0 => {
+                self.spend(s, cost, now_us, req.commit)
+            }
+            Ask::Spend(cost) => self.spend_with_options(s, cost, req, now_us),
+        }
+    }
+
+    /// A peek: the state as a cost-0 request sees it; allowed, nothing written.
+    fn peek(&self, s: &mut State, now_us: u64, events: u8) -> Outcome {
+        let mut out = self.spend(s, 0, now_us, false);
+        out.decision.allowed = true;
+        out.decision.retry_after_ms = 0;
+        out.wrote = false;
+        out.events = events;
+        out
+    }
+
+    /// `PARTIAL` and `RESERVE`: the units available now (what a peek counts) decide how
+    /// many are spent; a request that gets none is refused as the smallest one that would
+    /// have been admitted (1 unit for PARTIAL, the cost otherwise, plus the reserve), so its
+    /// retry_after_ms is the time until that one is.
+    fn spend_with_options(&self, s: &mut State, cost: u64, req: &Request, now_us: u64) -> Outcome {
+        let avail = self.spend(s, 0, now_us, false).decision.remaining;
+        let room = avail.saturating_sub(req.reserve);
+        let grant = if req.partial {
+            cost.min(room)
+        } else if cost <= room {
+            cost
+        } else {
+            0
+        };
+        let need = if req.partial { 1 } else { cost };
+        let mut out = if grant > 0 {
+            self.spend(s, grant, now_us, req.commit)
+        } else {
+            let smallest = need.saturating_add(req.reserve);
+            let dry = self.spend(s, smallest, now_us, false);
+            if dry.decision.allowed {
+                // Cannot happen (a request is admitted iff its cost fits what a peek counts;
+                // property-tested): refuse, and write nothing, rather than spend `smallest`.
+                let mut out = dry;
+                out.decision.allowed = false;
+                out.decision.retry_after_ms = 1;
+                out.extra = Extra::None;
+                out
+            } else if req.commit {
+                // A refusal writes nothing, but for a re-timed GCRA-family state.
+                self.spend(s, smallest, now_us, true)
+            } else {
+                dry
+            }
+        };
+        if !out.decision.allowed && need <= avail {
+            // Without the reserve it would have been admitted.
+            out.events |= event::RESERVE_REFUSED;
+        }
+        if req.partial {
+            let got = if out.decision.allowed { grant } else { 0 };
+            out.granted = Some(got);
+            if got > 0 && got < cost {
+                out.events |= event::PARTIAL_SHORT;
+            }
+        }
+        out
+    }
+
+    /// `REFUND n` on `s` (in place): true if the state changed.
+    fn refund(&self, s: &mut State, n: u64, now_us: u64) -> bool {
+        let before = s.clone();
+        match (self, &mut *s) {
+            (Rule::Bucket(_, p), State::Gcra(b) | State::TokenBucket(b) | State::Queue(b)) => {
+                let tat = gcra::refund(Some(b.stored()), p, n, now_us);
+                *b = Bucket { params: *p, tat };
+            }
+            (Rule::Window(algo, p, off), State::Sliding(w) | State::Fixed(w)) => {
+                let fixed = *algo == Algo::Fixed;
+                let counters = window::refund(Some(&w.counters), p, *off, fixed, n, now_us);
+                *w = Window {
+                    params: *p,
+                    counters,
+                };
+            }
+            (Rule::Log(p), State::Log(l)) => {
+                l.log.refund(p, n, now_us);
+                l.params = *p;
+            }
+            _ => return false,
+        }
+        *s != before
+    }
+
+    /// The algorithm itself: a request of `cost` (0: a peek, never stored). When admitted
+    /// and `commit`, updates `s` in place under this rule's parameters; a refusal or a dry
+    /// run changes nothing (but for a GCRA-family state re-timed under another emission
+    /// interval, which a committed refusal stores).
+    fn spend(&self, s: &mut State, cost: u64, now_us: u64, commit: bool) -> Outcome {
+        let commit = commit && cost > 0;
         let mut extra = Extra::None;
         let (decision, wrote) = match (self, s) {
             (Rule::Bucket(algo, p), State::Gcra(b) | State::TokenBucket(b) | State::Queue(b)) => {
@@ -106,10 +396,10 @@ impl Rule {
                     _ => (d, false),
                 }
             }
-            (Rule::Window(algo, p), State::Sliding(w) | State::Fixed(w)) => {
+            (Rule::Window(algo, p, off), State::Sliding(w) | State::Fixed(w)) => {
                 let (d, next) = match algo {
-                    Algo::Fixed => window::fixed(Some(&w.counters), p, cost, now_us),
-                    _ => window::sliding(Some(&w.counters), p, cost, now_us),
+                    Algo::Fixed => window::fixed(Some(&w.counters), p, *off, cost, now_us),
+                    _ => window::sliding(Some(&w.counters), p, *off, cost, now_us),
                 };
                 match next {
                     Some(counters) if commit => {
@@ -137,15 +427,31 @@ impl Rule {
                 }
                 (d, changed)
             }
-            // Unreachable: the algorithms were checked equal above.
-            _ => return self.hit(&mut self.fresh(), cost, now_us, false),
+            // Unreachable: the algorithms were checked equal, and blocks unwrapped, before.
+            _ => {
+                let mut fresh = self.fresh();
+                return self.spend(&mut fresh, cost, now_us, false);
+            }
         };
         Outcome {
             decision,
             extra,
+            granted: None,
             wrote,
+            events: 0,
         }
     }
+}
+
+/// Counts a block that lasts until `until_us` in a reply: nothing remains, and neither this
+/// request nor the state's reset comes before the block's end.
+fn block_reply(d: &mut Decision, until_us: u64, now_us: u64) {
+    let left = ms_until(until_us, now_us);
+    d.remaining = 0;
+    if !d.allowed {
+        d.retry_after_ms = d.retry_after_ms.max(left);
+    }
+    d.reset_after_ms = d.reset_after_ms.max(left);
 }
 
 #[cfg(test)]
@@ -186,8 +492,8 @@ mod tests {
                 Algo::Gcra,
                 gcra::Params::new(2, 1, 1000, gcra::GCRA_NAMES).unwrap(),
             ),
-            Rule::Window(Algo::Sliding, window::Params::new(2, 1000).unwrap()),
-            Rule::Window(Algo::Fixed, window::Params::new(2, 1000).unwrap()),
+            Rule::Window(Algo::Sliding, window::Params::new(2, 1000).unwrap(), 0),
+            Rule::Window(Algo::Fixed, window::Params::new(2, 1000).unwrap(), 0),
             Rule::Log(window::Params::new(2, 1000).unwrap()),
             Rule::Acquire(lease::Params::new(2, 1000).unwrap()),
         ];
@@ -204,6 +510,94 @@ mod tests {
             assert!(!o.decision.allowed && !o.wrote, "{rule:?}");
             assert_eq!(s, before);
         }
+    }
+
+    #[test]
+    fn a_block_is_extended_never_shortened() {
+        let rule = Rule::Window(Algo::Fixed, window::Params::new(1, 60_000).unwrap(), 0);
+        let mut s = rule.fresh();
+        assert!(rule.hit(&mut s, 1, T0, true).decision.allowed);
+        let block = |ms| Request {
+            block_ms: ms,
+            ..Request::spend(1, true)
+        };
+        let o = rule.request(&mut s, &block(900_000), T0);
+        assert_eq!((o.decision.retry_after_ms, o.wrote), (900_000, true));
+        assert_eq!(o.events, event::BLOCK_SET);
+        // A shorter block leaves it as it is; a longer one extends it.
+        let o = rule.request(&mut s, &block(1_000), T0 + 1_000_000);
+        assert_eq!((o.decision.retry_after_ms, o.wrote), (899_000, false));
+        assert_eq!(o.events, event::BLOCKED);
+        let o = rule.request(&mut s, &block(900_000), T0 + 1_000_000);
+        assert_eq!((o.decision.retry_after_ms, o.wrote), (900_000, true));
+        assert_eq!(s.blocked_until_us(), T0 + 901_000_000);
+        // A dry run answers as if extended and changes nothing.
+        let before = s.clone();
+        let dry = Request {
+            commit: false,
+            ..block(990_000)
+        };
+        let o = rule.request(&mut s, &dry, T0 + 2_000_000);
+        assert_eq!((o.decision.retry_after_ms, o.wrote), (990_000, false));
+        assert_eq!(s, before);
+        // Over: the window has long rolled, so the rule admits again and drops the block.
+        let o = rule.request(&mut s, &block(5_000), T0 + 901_000_000);
+        assert!(o.decision.allowed && o.wrote);
+        assert_eq!(s.blocked_until_us(), 0);
+    }
+
+    #[test]
+    fn staggered_windows_start_at_the_offset() {
+        // Window 60 s, slot 8192: offset 30 s. At T0 (a whole minute) the window began 30 s
+        // before and ends 30 s later.
+        let off = window::stagger_ms(8192, 60_000);
+        assert_eq!(off, 30_000);
+        for algo in [Algo::Fixed, Algo::Sliding] {
+            let rule = Rule::Window(algo, window::Params::new(5, 60_000).unwrap(), off);
+            let mut s = rule.fresh();
+            let o = rule.hit(&mut s, 1, T0, true);
+            let want = if algo == Algo::Fixed { 30_000 } else { 90_000 };
+            assert_eq!(o.decision.reset_after_ms, want, "{algo:?}");
+            let (State::Sliding(w) | State::Fixed(w)) = &s else {
+                panic!("{s:?}")
+            };
+            assert_eq!(w.counters.start_ms, T0 / 1000 - 30_000);
+        }
+    }
+
+    #[test]
+    fn refunds_per_algorithm() {
+        let g = Rule::Bucket(
+            Algo::Gcra,
+            gcra::Params::new(5, 1, 1000, gcra::GCRA_NAMES).unwrap(),
+        );
+        let refund = |n| Request {
+            ask: Ask::Refund(n),
+            ..Request::spend(0, true)
+        };
+        let mut s = g.fresh();
+        g.hit(&mut s, 4, T0, true);
+        let o = g.request(&mut s, &refund(3), T0);
+        assert_eq!((o.decision.remaining, o.decision.reset_after_ms), (4, 1000));
+        // Never past fresh: the TAT stops at now, and a fresh state has no key.
+        let o = g.request(&mut s, &refund(5), T0);
+        assert_eq!((o.decision.remaining, o.decision.reset_after_ms), (5, 0));
+        // Sliding: the current window's count, then the previous one's.
+        let w = Rule::Window(Algo::Sliding, window::Params::new(10, 1000).unwrap(), 0);
+        let mut s = w.fresh();
+        w.hit(&mut s, 4, T0, true);
+        w.hit(&mut s, 2, T0 + 1_000_000, true);
+        w.request(&mut s, &refund(3), T0 + 1_000_000);
+        let State::Sliding(c) = &s else { panic!() };
+        assert_eq!((c.counters.prev, c.counters.cur), (3, 0));
+        // Log: the newest units.
+        let l = Rule::Log(window::Params::new(10, 1000).unwrap());
+        let mut s = l.fresh();
+        l.hit(&mut s, 2, T0, true);
+        l.hit(&mut s, 3, T0 + 100_000, true);
+        l.request(&mut s, &refund(4), T0 + 200_000);
+        let State::Log(g) = &s else { panic!() };
+        assert_eq!(g.log.entries().iter().collect::<Vec<_>>(), vec![T0]);
     }
 
     use proptest::prelude::*;
@@ -223,13 +617,15 @@ mod tests {
                 Algo::Queue,
                 gcra::Params::new(b, 1, p, gcra::GCRA_NAMES).unwrap()
             )),
-            n.clone().prop_map(|(l, _, w)| Rule::Window(
+            (n.clone(), 0u16..16_384).prop_map(|((l, _, w), slot)| Rule::Window(
                 Algo::Sliding,
-                window::Params::new(l, w).unwrap()
+                window::Params::new(l, w).unwrap(),
+                window::stagger_ms(slot, w)
             )),
-            n.clone().prop_map(|(l, _, w)| Rule::Window(
+            (n.clone(), 0u16..16_384).prop_map(|((l, _, w), slot)| Rule::Window(
                 Algo::Fixed,
-                window::Params::new(l, w).unwrap()
+                window::Params::new(l, w).unwrap(),
+                window::stagger_ms(slot, w)
             )),
             n.clone()
                 .prop_map(|(l, _, w)| Rule::Log(window::Params::new(l, w).unwrap())),
@@ -238,52 +634,189 @@ mod tests {
     }
 
     proptest! {
-        /// Every algorithm, one rule, a clock stepping back and forward: (c) a refusal or a
-        /// dry run changes nothing and writes nothing; (b) after a write whose
-        /// reset_after_ms is R, the key decides like a fresh one R ms later on the clock,
-        /// and no refusal before then counts beyond that instant.
-        #[test]
-        fn refusals_write_nothing_and_ttls_hold(
-            rule in any_rule(),
-            steps in prop::collection::vec((
-                prop_oneof![
-                    6 => -2_000_000i64..2_000_000,
-                    1 => -100_000_000i64..-1,
-                    1 => 1i64..100_000_000,
-                ],
-                1u64..8,
-                prop::bool::weighted(0.8),
-            ), 1..60),
-        ) {
-            let limit = match rule {
-                Rule::Bucket(_, p) => p.burst,
-                Rule::Window(_, p) | Rule::Log(p) => p.limit,
-                Rule::Acquire(p) => p.limit,
-            };
-            let mut s = rule.fresh();
-            let mut now = T0 as i64;
-            let mut fresh_at: Option<u64> = None;
-            for (dt, cost, commit) in steps {
-                now += dt;
-                let now_us = now as u64;
-                let cost = if matches!(rule, Rule::Acquire(_)) { 1 } else { cost.min(limit) };
-                let before = s.clone();
-                let o = rule.hit(&mut s, cost, now_us, commit);
-                if let Some(f) = fresh_at {
-                    if now_us >= f {
-                        let fresh = rule.hit(&mut rule.fresh(), cost, now_us, false);
-                        prop_assert_eq!(o.decision, fresh.decision);
-                    } else if !o.decision.allowed {
-                        prop_assert!(o.decision.reset_after_ms <= (f - now_us).div_ceil(1000));
+            /// Every algorithm, one rule, a clock stepping back and forward: (c) a refusal or a
+            /// dry run changes nothing and writes nothing; (b) after a write whose
+            /// reset_after_ms is R, the key decides like a fresh one R ms later on the clock,
+            /// and no refusal before then counts beyond that instant.
+            #[test]
+            fn refusals_write_nothing_and_ttls_hold(
+                rule in any_rule(),
+                steps in prop::collection::vec((
+                    prop_oneof![
+                        6 => -2_000_000i64..2_000_000,
+                        1 => -100_000_000i64..-1,
+                        1 => 1i64..100_000_000,
+                    ],
+                    1u64..8,
+                    prop::bool::weighted(0.8),
+                ), 1..60),
+            ) {
+                let limit = rule.limit();
+                let mut s = rule.fresh();
+                let mut now = T0 as i64;
+                let mut fresh_at: Option<u64> = None;
+                for (dt, cost, commit) in steps {
+                    now += dt;
+                    let now_us = now as u64;
+                    let cost = if matches!(rule, Rule::Acquire(_)) { 1 } else { cost.min(limit) };
+                    let before = s.clone();
+                    let o = rule.hit(&mut s, cost, now_us, commit);
+                    if let Some(f) = fresh_at {
+                        if now_us >= f {
+                            let fresh = rule.hit(&mut rule.fresh(), cost, now_us, false);
+                            prop_assert_eq!(o.decision, fresh.decision);
+                        } else if !o.decision.allowed {
+                            prop_assert!(o.decision.reset_after_ms <= (f - now_us).div_ceil(1000));
+                        }
+                    }
+                    if o.wrote {
+                        prop_assert!(o.decision.allowed && commit);
+                        fresh_at = Some(now_us + o.decision.reset_after_ms * 1000);
+                    } else {
+                        prop_assert_eq!(&s, &before);
                     }
                 }
-                if o.wrote {
-                    prop_assert!(o.decision.allowed && commit);
-                    fresh_at = Some(now_us + o.decision.reset_after_ms * 1000);
-                } else {
+            }
+
+            /// `COST 0` (a peek) writes nothing and is always allowed; a request of `k` units is
+            /// admitted exactly when `k` is at most what the peek counts (what PARTIAL and
+            /// RESERVE rely on); PARTIAL grants exactly what a sequence of cost-1 requests would
+            /// (capped at its cost, less the reserve); RESERVE never lets `remaining` drop below
+            /// it; a refund gives back at most `n` units and never goes past fresh.
+            #[test]
+            fn options_follow_the_units_a_peek_counts(
+                rule in any_rule().prop_filter("rate commands", |r| !matches!(r, Rule::Acquire(_))),
+                steps in prop::collection::vec((
+                    prop_oneof![
+                        6 => -2_000_000i64..2_000_000,
+                        1 => -100_000_000i64..-1,
+                        1 => 1i64..100_000_000,
+                    ],
+                    0u64..9,
+                    0u8..4,
+                    0u64..8,
+                ), 1..50),
+            ) {
+                let limit = rule.limit();
+                let mut s = rule.fresh();
+                let mut now = T0 as i64;
+                for (dt, cost, kind, extra) in steps {
+                    now += dt;
+                    let now_us = now as u64;
+                    let cost = cost.min(limit);
+                    let before = s.clone();
+                    let peek = rule.request(&mut s, &Request::spend(0, true), now_us);
+                    prop_assert!(peek.decision.allowed && !peek.wrote);
+                    prop_assert_eq!(peek.decision.retry_after_ms, 0);
                     prop_assert_eq!(&s, &before);
+                    let avail = peek.decision.remaining;
+                    prop_assert!(avail <= limit);
+                    for k in 1..=limit {
+                        let d = rule.request(&mut s.clone(), &Request::spend(k, false), now_us);
+                        prop_assert_eq!(d.decision.allowed, k <= avail, "k {}", k);
+                    }
+                    let mut seq = s.clone();
+                    let mut singles = 0;
+                    while singles < limit && rule.hit(&mut seq, 1, now_us, true).decision.allowed {
+                        singles += 1;
+                    }
+                    prop_assert_eq!(singles, avail);
+                    match kind {
+                        0 if cost > 0 => {
+                            let reserve = extra.min(limit - 1);
+                            let req = Request { partial: true, reserve, ..Request::spend(cost, true) };
+                            let o = rule.request(&mut s, &req, now_us);
+                            let want = cost.min(avail.saturating_sub(reserve));
+                            prop_assert_eq!(o.granted, Some(want));
+                            prop_assert_eq!(o.decision.allowed, want > 0);
+                            if want > 0 {
+                                prop_assert!(o.decision.remaining >= reserve);
+                                prop_assert_eq!(o.decision.remaining, avail - want);
+                            }
+                        }
+                        1 if cost > 0 && cost + extra.min(limit - 1) <= limit => {
+                            let reserve = extra.min(limit - 1);
+                            let req = Request { reserve, ..Request::spend(cost, true) };
+                            let o = rule.request(&mut s, &req, now_us);
+                            prop_assert_eq!(o.decision.allowed, cost + reserve <= avail);
+                            if o.decision.allowed {
+                                prop_assert!(o.decision.remaining >= reserve);
+                            } else {
+                                prop_assert_eq!(o.decision.remaining, avail);
+                                prop_assert!(o.decision.retry_after_ms >= 1);
+                            }
+                        }
+                        2 => {
+                            let n = extra.clamp(1, limit);
+                            let req = Request { ask: Ask::Refund(n), ..Request::spend(0, true) };
+                            let o = rule.request(&mut s, &req, now_us);
+                            prop_assert!(o.decision.allowed);
+                            let after = o.decision.remaining;
+                            prop_assert!(after >= avail && after <= limit && after <= avail + n,
+                                "refund {} from {} gave {}", n, avail, after);
+                            let again = rule.request(&mut s, &Request::spend(0, false), now_us);
+                            prop_assert_eq!(again.decision, o.decision);
+                            if !o.wrote {
+                                prop_assert_eq!(&s, &before);
+                            }
+                        }
+                        _ => {
+                            if cost > 0 {
+                                rule.hit(&mut s, cost, now_us, true);
+                            }
+                        }
+                    }
                 }
             }
-        }
+
+            /// `BLOCK ms`: a refusal blocks the key for `ms`; until then every request is
+            /// refused (peeks and refunds still answer, with nothing remaining), the replies
+            /// and the TTL count the block; from its end the rule applies as before, to the
+            /// state as it was.
+            #[test]
+            fn a_block_refuses_everything_until_it_ends(
+                rule in any_rule().prop_filter("rate commands", |r| !matches!(r, Rule::Acquire(_))),
+                block_ms in 1u64..5_000,
+                probes in prop::collection::vec((0u64..6_000_000, 1u64..8), 1..20),
+            ) {
+                let limit = rule.limit();
+                let mut s = rule.fresh();
+                while rule.hit(&mut s, 1, T0, true).decision.allowed {}
+                let unblocked = s.clone();
+                let req = Request { block_ms, ..Request::spend(1, true) };
+                let o = rule.request(&mut s, &req, T0);
+                prop_assert!(!o.decision.allowed && o.wrote);
+                prop_assert_eq!(o.decision.remaining, 0);
+                prop_assert!(o.decision.retry_after_ms >= block_ms);
+                prop_assert!(o.decision.reset_after_ms >= block_ms);
+                prop_assert_eq!(s.blocked_until_us(), T0 + block_ms * 1000);
+                prop_assert_eq!(s.unblocked(), &unblocked);
+                let blocked = s.clone();
+                for (dt, cost) in probes {
+                    let now = T0 + dt;
+                    let cost = cost.min(limit);
+                    let o = rule.request(&mut s.clone(), &Request::spend(cost, true), now);
+                    let alone = rule.request(&mut unblocked.clone(), &Request::spend(cost, true), now);
+                    if now < T0 + block_ms * 1000 {
+                        prop_assert!(!o.decision.allowed && !o.wrote);
+                        let left = (T0 + block_ms * 1000 - now).div_ceil(1000);
+                        prop_assert!(o.decision.retry_after_ms >= left);
+                        prop_assert_eq!(o.decision.remaining, 0);
+                        let peek = rule.request(&mut s.clone(), &Request::spend(0, true), now);
+                        prop_assert!(peek.decision.allowed && peek.decision.reset_after_ms >= left);
+                    } else {
+                        prop_assert_eq!(o.decision, alone.decision);
+                        if o.wrote {
+                            // The write after the penalty stores the state without it.
+                            let mut plain = unblocked.clone();
+                            rule.hit(&mut plain, cost, now, true);
+                            let mut got = s.clone();
+                            rule.hit(&mut got, cost, now, true);
+                            prop_assert_eq!(got, plain);
+                        }
+                    }
+                    prop_assert_eq!(&s, &blocked);
+                }
+            }
     }
 }

@@ -9,6 +9,8 @@
 //! - log (5): limit, window_ms, n, then n timestamps (µs, ascending)
 //! - concurrency (7): limit, max_lease_ms, last_token_ms, last_token_seq, horizon_us, n,
 //!   then n leases of (expiry_us, token_ms, token_seq)
+//! - blocked (8, a state under a `BLOCK` penalty): blocked_until_us, then the wrapped state's
+//!   own tag and fields (any algorithm above but concurrency; never nested)
 //!
 //! Decoding validates every field; anything odd is refused, never trusted.
 
@@ -118,6 +120,14 @@ pub struct LeaseState {
     pub leases: lease::Leases,
 }
 
+/// A state under a `BLOCK` penalty: every request is refused until `until_us`; then the
+/// wrapped state applies as before (it is not changed by the refusals).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Blocked {
+    pub until_us: u64,
+    pub state: State,
+}
+
 /// The value stored under a key (48 bytes: the lease list lives behind a box; the log's
 /// entries are in one heap block of their own).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,7 +139,13 @@ pub enum State {
     Fixed(Window),
     Log(LogState),
     Concurrency(Box<LeaseState>),
+    /// Any of the above but `Concurrency`, under a penalty (boxed: rare, and keeps the
+    /// others small).
+    Blocked(Box<Blocked>),
 }
+
+/// The tag of a state under a `BLOCK` penalty (see the module documentation).
+const BLOCKED_TAG: u8 = 8;
 
 /// Current codec version (also the RDB encoding version).
 pub const ENCODING_VERSION: u8 = 1;
@@ -188,7 +204,12 @@ impl Encoded {
     }
 
     fn new(algo: Algo, fields: usize) -> Encoded {
-        let len = 8 + 2 + 8 * fields;
+        Encoded::tagged(algo.tag(), 8 * fields)
+    }
+
+    /// An encoding with tag `tag` and room for `body` more bytes.
+    fn tagged(tag: u8, body: usize) -> Encoded {
+        let len = 8 + 2 + body;
         let mut e = if len <= INLINE {
             Encoded::Inline([0; INLINE], 8)
         } else {
@@ -196,7 +217,7 @@ impl Encoded {
             v.extend_from_slice(&[0; 8]);
             Encoded::Heap(v)
         };
-        e.push_bytes(&[ENCODING_VERSION, algo.tag()]);
+        e.push_bytes(&[ENCODING_VERSION, tag]);
         e
     }
 
@@ -258,6 +279,24 @@ impl State {
             State::Fixed(_) => Algo::Fixed,
             State::Log(_) => Algo::Log,
             State::Concurrency(_) => Algo::Concurrency,
+            State::Blocked(b) => b.state.algo(),
+        }
+    }
+
+    /// The end of the state's `BLOCK` penalty (µs), or 0 if it has none.
+    #[inline]
+    pub fn blocked_until_us(&self) -> u64 {
+        match self {
+            State::Blocked(b) => b.until_us,
+            _ => 0,
+        }
+    }
+
+    /// The state without its penalty, if it has one.
+    pub fn unblocked(&self) -> &State {
+        match self {
+            State::Blocked(b) => &b.state,
+            s => s,
         }
     }
 
@@ -303,6 +342,15 @@ impl State {
                 }
                 e
             }
+            State::Blocked(b) => {
+                let inner = b.state.encode();
+                // The wrapped state's own tag and fields, after its codec version.
+                let body = inner.as_slice().get(1..).unwrap_or(&[]);
+                let mut e = Encoded::tagged(BLOCKED_TAG, 8 + body.len());
+                e.push(b.until_us);
+                e.push_bytes(body);
+                e
+            }
             State::Concurrency(c) => {
                 let s = &c.leases;
                 let n = s.leases.len();
@@ -335,6 +383,26 @@ impl State {
         if *version != ENCODING_VERSION {
             return Err(DecodeError("unknown encoding version"));
         }
+        if *tag == BLOCKED_TAG {
+            let (until, inner) = rest
+                .split_first_chunk::<8>()
+                .ok_or(DecodeError("truncated"))?;
+            let until_us = u64::from_le_bytes(*until);
+            let [tag, rest @ ..] = inner else {
+                return Err(DecodeError("truncated"));
+            };
+            if until_us > MAX_TIME_US || *tag == BLOCKED_TAG || *tag == Algo::Concurrency.tag() {
+                return Err(DecodeError("bad block"));
+            }
+            let state = State::decode_body(*tag, rest)?;
+            return Ok(State::Blocked(Box::new(Blocked { until_us, state })));
+        }
+        State::decode_body(*tag, rest)
+    }
+
+    /// Parses and validates the fields of a state of algorithm tag `tag`.
+    fn decode_body(tag: u8, rest: &[u8]) -> Result<State, DecodeError> {
+        let tag = &tag;
         let mut r = Reader(rest);
         // The furthest a TAT can lie: the latest module time plus the longest span.
         let max_ns = (MAX_TIME_MS + MAX_SPAN_MS) * NS_PER_MS;
@@ -449,6 +517,7 @@ impl State {
                     std::mem::size_of::<LeaseState>()
                         + c.leases.leases.capacity() * std::mem::size_of::<lease::Lease>()
                 }
+                State::Blocked(b) => std::mem::size_of::<u64>() + b.state.mem_usage(),
                 _ => 0,
             }
     }
@@ -510,6 +579,14 @@ mod tests {
                 log,
             }),
             State::Concurrency(Box::new(LeaseState { limit: 3, leases })),
+            State::Blocked(Box::new(Blocked {
+                until_us: 1_700_000_940_000_000,
+                state: State::Gcra(bucket()),
+            })),
+            State::Blocked(Box::new(Blocked {
+                until_us: 1_700_000_940_000_000,
+                state: State::Fixed(w),
+            })),
         ]
     }
 
@@ -552,6 +629,18 @@ mod tests {
     }
 
     #[test]
+    fn blocks_do_not_nest_and_never_wrap_leases() {
+        for s in samples() {
+            let body = s.encode().as_slice().to_vec();
+            let mut v = vec![ENCODING_VERSION, BLOCKED_TAG];
+            v.extend_from_slice(&1_700_000_940_000_000u64.to_le_bytes());
+            v.extend_from_slice(&body[1..]);
+            let ok = !matches!(s, State::Blocked(_) | State::Concurrency(_));
+            assert_eq!(State::decode(&v).is_ok(), ok, "{s:?}");
+        }
+    }
+
+    #[test]
     fn apply_payload_carries_the_expiry() {
         for s in samples() {
             let mut e = s.encode();
@@ -580,7 +669,9 @@ mod tests {
             v[1] = 99;
             assert!(State::decode(&v).is_err());
             let mut v = good.clone();
-            v[2..10].copy_from_slice(&0u64.to_le_bytes()); // limit/burst 0
+            // limit/burst 0 (after the block's end for a blocked state)
+            let at = if v[1] == BLOCKED_TAG { 11 } else { 2 };
+            v[at..at + 8].copy_from_slice(&0u64.to_le_bytes());
             assert!(State::decode(&v).is_err());
         }
     }

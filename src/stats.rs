@@ -61,6 +61,30 @@ static COUNTERS: Counters = Counters {
     refused: [ZERO; N],
     errors: [ZERO; N],
 };
+/// Requests with the options of "Beyond yes or no", by event (bits of `rule::event`).
+const EVENT_NAMES: [&str; 6] = [
+    "peeks",
+    "refunds",
+    "partial_short_grants",
+    "reserve_refusals",
+    "blocks_set",
+    "blocked_refusals",
+];
+static EVENTS: [AtomicU64; 6] = [ZERO; 6];
+
+/// Counts the events of one request (`rule::event` bits).
+#[inline]
+pub fn events(bits: u8) {
+    if bits == 0 {
+        return;
+    }
+    for (i, c) in EVENTS.iter().enumerate() {
+        if bits & (1 << i) != 0 {
+            bump(c);
+        }
+    }
+}
+
 /// The command being run (set by the dispatcher).
 static CURRENT: AtomicUsize = AtomicUsize::new(0);
 
@@ -135,5 +159,8 @@ pub unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_repo
         field_u64(ctx, &format!("{name}_admitted"), get(&COUNTERS.admitted));
         field_u64(ctx, &format!("{name}_refused"), get(&COUNTERS.refused));
         field_u64(ctx, &format!("{name}_errors"), get(&COUNTERS.errors));
+    }
+    for (name, c) in EVENT_NAMES.iter().zip(&EVENTS) {
+        field_u64(ctx, name, c.load(Relaxed));
     }
 }

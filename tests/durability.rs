@@ -277,10 +277,14 @@ fn refused_and_dry_run_requests_propagate_nothing() {
             x.extend(extra.iter().map(|s| s.to_string()));
             assert_eq!(rate(&mut pc, &x)[0], 0, "{x:?}");
         }
+        // A peek (COST 0) writes nothing, so it propagates nothing.
+        let mut peek = a.clone();
+        peek.extend(args!("COST", 0));
+        assert_eq!(rate(&mut pc, &peek)[0], 1, "{peek:?}");
         ok(&mut pc, &args!("RL.INFO", a[1]));
         // A bad request is no write either.
         let mut bad = a.clone();
-        bad.extend(args!("COST", 0));
+        bad.extend(args!("COST", -1));
         err(&mut pc, &bad);
     }
     let fresh = [

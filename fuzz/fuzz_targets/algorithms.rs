@@ -62,7 +62,7 @@ impl Segment {
                     fail("GCRA admitted more than burst + rate * elapsed");
                 }
             }
-            Rule::Window(_, p) => {
+            Rule::Window(_, p, _) => {
                 let mut per: HashMap<u64, u64> = HashMap::new();
                 for &(at, c) in &self.admitted {
                     *per.entry(at / US_PER_MS / p.window_ms).or_default() += c;

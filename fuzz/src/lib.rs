@@ -103,10 +103,10 @@ pub fn rule_of(u: &mut Unstructured, algo: Algo) -> Result<Option<Rule>> {
             .map(|p| Rule::Bucket(Algo::Queue, p)),
         Algo::Sliding => window::Params::new(a, c)
             .ok()
-            .map(|p| Rule::Window(Algo::Sliding, p)),
+            .map(|p| Rule::Window(Algo::Sliding, p, 0)),
         Algo::Fixed => window::Params::new(a, c)
             .ok()
-            .map(|p| Rule::Window(Algo::Fixed, p)),
+            .map(|p| Rule::Window(Algo::Fixed, p, 0)),
         Algo::Log => window::Params::new(a.min(LOG_LIMIT), c).ok().map(Rule::Log),
         Algo::Concurrency => lease::Params::new(a.min(ACQUIRE_LIMIT), c)
             .ok()
@@ -126,7 +126,7 @@ pub fn cost(u: &mut Unstructured, r: &Rule) -> Result<u64> {
 pub fn limit(r: &Rule) -> u64 {
     match r {
         Rule::Bucket(_, p) => p.burst,
-        Rule::Window(_, p) | Rule::Log(p) => p.limit,
+        Rule::Window(_, p, _) | Rule::Log(p) => p.limit,
         Rule::Acquire(p) => p.limit,
     }
 }
@@ -139,8 +139,8 @@ pub fn bound_ms(r: &Rule, before: &State) -> u64 {
             let num = u128::from(p.burst) * u128::from(p.period_ms);
             num.div_ceil(u128::from(p.count)) as u64
         }
-        Rule::Window(Algo::Fixed, p) | Rule::Log(p) => p.window_ms,
-        Rule::Window(_, p) => 2 * p.window_ms,
+        Rule::Window(Algo::Fixed, p, _) | Rule::Log(p) => p.window_ms,
+        Rule::Window(_, p, _) => 2 * p.window_ms,
         Rule::Acquire(p) => match before {
             State::Concurrency(c) => c.leases.max_lease_ms.max(p.lease_ms),
             _ => p.lease_ms,

@@ -256,6 +256,15 @@ pub fn decide(s: Option<Stored>, p: &Params, cost: u64, now_us: u64) -> (Decisio
     }
 }
 
+/// `REFUND n` at `now_us`: the TAT (under `p`, re-timed like any request's view) moved back
+/// by `n` intervals, but not before the effective now, so never past a fresh state. Read
+/// the reply with a cost-0 request.
+pub fn refund(s: Option<Stored>, p: &Params, n: u64, now_us: u64) -> Tat {
+    let v = view(s, p, now_us);
+    let back = u128::from(n) * p.t();
+    Tat::from_ticks(v.tat.saturating_sub(back).max(v.at), p.count)
+}
+
 /// ms (rounded up) a request admitted at `now_us` waits before its turn: the queue view.
 pub fn delay_ms(s: Option<Stored>, p: &Params, now_us: u64) -> u64 {
     let v = view(s, p, now_us);

@@ -73,7 +73,12 @@ impl Log {
                 limit: p.limit,
                 remaining: p.limit - live - cost,
                 retry_after_ms: 0,
-                reset_after_ms: ms_until(at + w, now_us),
+                // A cost-0 request (a peek) adds no entry: the newest one, if any, counts.
+                reset_after_ms: if cost > 0 {
+                    ms_until(at + w, now_us)
+                } else {
+                    self.reset_ms(w, live, now_us)
+                },
             };
             return (d, commit);
         }
@@ -85,13 +90,36 @@ impl Log {
             limit: p.limit,
             remaining: p.limit.saturating_sub(live),
             retry_after_ms: ms_until(leaves, now_us).max(1),
-            reset_after_ms: if live > 0 {
-                self.entries.back().map_or(0, |n| ms_until(n + w, now_us))
-            } else {
-                0
-            },
+            reset_after_ms: self.reset_ms(w, live, now_us),
         };
         (d, false)
+    }
+
+    /// ms until the newest of `live` entries in the window leaves it (0 if none is live).
+    fn reset_ms(&self, w_us: u64, live: u64, now_us: u64) -> u64 {
+        if live > 0 {
+            self.entries
+                .back()
+                .map_or(0, |n| ms_until(n + w_us, now_us))
+        } else {
+            0
+        }
+    }
+
+    /// `REFUND n`: gives back the `n` newest units (entries) in the window of the effective
+    /// now, dropping the entries that left it. Returns whether the log changed. The key's
+    /// own time is its newest entry, so after a refund it may be earlier: a later request is
+    /// still recorded no earlier than the newest entry left, and never admits more than the
+    /// entries in its window allow.
+    pub fn refund(&mut self, p: &Params, n: u64, now_us: u64) -> bool {
+        let w = p.window_ms * US_PER_MS;
+        let at = self.effective_us(now_us);
+        let first = self.first_live(w, at);
+        let before = self.entries.len();
+        self.entries.drain_front(first);
+        self.entries
+            .truncate_back(usize::try_from(n).unwrap_or(usize::MAX));
+        self.entries.len() != before
     }
 }
 

@@ -11,6 +11,7 @@ pub mod cell;
 pub mod gcra;
 pub mod lease;
 pub mod log;
+pub mod slot;
 pub mod stamps;
 pub mod window;
 
@@ -56,6 +57,10 @@ pub enum ParamError {
     TooLarge(&'static str),
     /// The cost exceeds the named limit parameter.
     CostAboveLimit(&'static str),
+    /// The named option's value exceeds the named limit parameter.
+    OptionAbove(&'static str, &'static str),
+    /// The named option's value must be less than the named limit parameter.
+    OptionBelow(&'static str, &'static str),
     /// The named parameter exceeds the maximum set by a module config.
     AboveConfig(&'static str, u64, &'static str),
 }

@@ -141,6 +141,15 @@ impl Stamps {
         }
     }
 
+    /// Drops the `k` newest entries (all of them if there are fewer).
+    pub(crate) fn truncate_back(&mut self, k: usize) {
+        let k = k.min(self.len());
+        self.len = u32::try_from(self.len() - k).unwrap_or(0);
+        if self.len == 0 {
+            self.head = 0;
+        }
+    }
+
     /// Stamps every entry later than `now` (a clock that went back) `now`; true if any was.
     pub(crate) fn clamp(&mut self, now: u64) -> bool {
         if self.back().is_none_or(|b| b <= now) {

@@ -56,15 +56,30 @@ fn effective_us(c: Option<&Counters>, now_us: u64) -> u64 {
 /// effective now. Each stored count moves to the window (of the new length) that contains
 /// the start of the window it was counted in, so a changed `window_ms` keeps what was
 /// counted.
-pub fn current(c: Option<&Counters>, p: &Params, now_us: u64) -> Counters {
-    roll(c, p, effective_us(c, now_us))
+pub fn current(c: Option<&Counters>, p: &Params, off_ms: u64, now_us: u64) -> Counters {
+    roll(c, p, off_ms, effective_us(c, now_us))
+}
+
+/// The start (ms) of the window containing `at_ms` when windows start at multiples of `w`
+/// plus `off_ms` (`off_ms < w`; 0 unless STAGGER). Before the first such start (a test
+/// clock near the epoch) it is 0.
+#[inline]
+fn window_start(at_ms: u64, w: u64, off_ms: u64) -> u64 {
+    let off = off_ms % w;
+    at_ms.saturating_sub((at_ms % w + w - off) % w)
+}
+
+/// STAGGER's offset (ms) for a key in Redis Cluster hash slot `slot` (0..16384):
+/// `slot * window_ms / 16384`, so callers' windows do not all start at the same instant.
+pub fn stagger_ms(slot: u16, window_ms: u64) -> u64 {
+    sat_u64(u128::from(slot) * u128::from(window_ms) / 16_384)
 }
 
 /// The counters rolled to the window containing `at_us` (never before the stored window).
-fn roll(c: Option<&Counters>, p: &Params, at_us: u64) -> Counters {
+fn roll(c: Option<&Counters>, p: &Params, off_ms: u64, at_us: u64) -> Counters {
     let w = p.window_ms;
     let at_ms = at_us / US_PER_MS;
-    let start = at_ms - at_ms % w;
+    let start = window_start(at_ms, w, off_ms);
     let mut out = Counters {
         start_ms: start,
         prev: 0,
@@ -77,7 +92,7 @@ fn roll(c: Option<&Counters>, p: &Params, at_us: u64) -> Counters {
             continue;
         }
         // `ws <= start`: the stored windows start at or before the effective now.
-        let ws = at - at % w;
+        let ws = window_start(at, w, off_ms);
         if ws >= start {
             out.cur = out.cur.saturating_add(n);
         } else if ws + w == start {
@@ -121,12 +136,13 @@ fn sliding_reset(c: &Counters, w: u64, now_us: u64) -> u64 {
 pub fn sliding(
     c: Option<&Counters>,
     p: &Params,
+    off_ms: u64,
     cost: u64,
     now_us: u64,
 ) -> (Decision, Option<Counters>) {
     let w = p.w_us();
     let at_us = effective_us(c, now_us);
-    let mut c = roll(c, p, at_us);
+    let mut c = roll(c, p, off_ms, at_us);
     let start_us = c.start_ms * US_PER_MS;
     let e = at_us - start_us;
     let cap = u128::from(p.limit) * u128::from(w);
@@ -177,10 +193,11 @@ pub fn sliding(
 pub fn fixed(
     c: Option<&Counters>,
     p: &Params,
+    off_ms: u64,
     cost: u64,
     now_us: u64,
 ) -> (Decision, Option<Counters>) {
-    let mut c = roll(c, p, effective_us(c, now_us));
+    let mut c = roll(c, p, off_ms, effective_us(c, now_us));
     c.prev = 0;
     let end = u128::from(c.start_ms + p.window_ms) * u128::from(US_PER_MS);
     let to_end = ms_until(end, now_us);
@@ -192,7 +209,7 @@ pub fn fixed(
             limit: p.limit,
             remaining: p.limit - used,
             retry_after_ms: 0,
-            reset_after_ms: to_end,
+            reset_after_ms: if used > 0 { to_end } else { 0 },
         };
         return (d, Some(c));
     }
@@ -206,6 +223,27 @@ pub fn fixed(
     (d, None)
 }
 
+/// `REFUND n` on a window counter at `now_us`: the counters rolled to the window of the
+/// effective now, with `n` units given back, never below 0: the current window's count
+/// first, then (sliding only) the previous one's. Read the reply with a cost-0 request.
+pub fn refund(
+    c: Option<&Counters>,
+    p: &Params,
+    off_ms: u64,
+    fixed_window: bool,
+    n: u64,
+    now_us: u64,
+) -> Counters {
+    let mut c = roll(c, p, off_ms, effective_us(c, now_us));
+    if fixed_window {
+        c.prev = 0;
+    }
+    let from_cur = n.min(c.cur);
+    c.cur -= from_cur;
+    c.prev -= (n - from_cur).min(c.prev);
+    c
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,7 +252,7 @@ mod tests {
     const T0: u64 = 1_700_000_040_000_000; // µs, aligned to a minute
 
     fn hit(s: &mut Option<Counters>, p: &Params, cost: u64, now_us: u64) -> Decision {
-        let (d, n) = sliding(s.as_ref(), p, cost, now_us);
+        let (d, n) = sliding(s.as_ref(), p, 0, cost, now_us);
         if let Some(n) = n {
             *s = Some(n);
         }
@@ -257,15 +295,15 @@ mod tests {
         hit(&mut s, &p, 1, T0 + 400_000);
         // Current count non-zero: end of the next window.
         assert_eq!(
-            sliding(s.as_ref(), &p, 1, T0 + 400_000).0.reset_after_ms,
+            sliding(s.as_ref(), &p, 0, 1, T0 + 400_000).0.reset_after_ms,
             1600
         );
         // One window later the count is "previous": end of the current window.
-        let d = sliding(s.as_ref(), &p, 5, T0 + 1_500_000).0;
+        let d = sliding(s.as_ref(), &p, 0, 5, T0 + 1_500_000).0;
         assert_eq!((d.allowed, d.reset_after_ms), (false, 500));
         // Two windows later: fresh.
         assert_eq!(
-            current(s.as_ref(), &p, T0 + 2_000_000),
+            current(s.as_ref(), &p, 0, T0 + 2_000_000),
             Counters {
                 start_ms: T0 / 1000 + 2000,
                 prev: 0,
@@ -286,6 +324,7 @@ mod tests {
         let c = current(
             s.as_ref(),
             &Params::new(100, 60_000).unwrap(),
+            0,
             T0 + 59_600_000,
         );
         assert_eq!((c.prev, c.cur), (0, 30));
@@ -320,25 +359,25 @@ mod tests {
         // Fixed: the same.
         let mut s = None;
         for _ in 0..5 {
-            let (_, n) = fixed(s.as_ref(), &p, 1, T0 + 10_500_000);
+            let (_, n) = fixed(s.as_ref(), &p, 0, 1, T0 + 10_500_000);
             s = n.or(s);
         }
-        let (d, n) = fixed(s.as_ref(), &p, 1, T0);
+        let (d, n) = fixed(s.as_ref(), &p, 0, 1, T0);
         assert_eq!(
             (d.allowed, d.remaining, d.retry_after_ms, d.reset_after_ms),
             (false, 0, 11_000, 11_000)
         );
         assert_eq!(n, None);
-        assert!(fixed(s.as_ref(), &p, 1, T0 + 11_000_000).0.allowed);
+        assert!(fixed(s.as_ref(), &p, 0, 1, T0 + 11_000_000).0.allowed);
     }
 
     #[test]
     fn limit_change_reads_counts_under_the_new_limit() {
         let mut s = None;
         hit(&mut s, &Params::new(10, 1000).unwrap(), 8, T0);
-        let d = sliding(s.as_ref(), &Params::new(5, 1000).unwrap(), 1, T0).0;
+        let d = sliding(s.as_ref(), &Params::new(5, 1000).unwrap(), 0, 1, T0).0;
         assert_eq!((d.allowed, d.remaining), (false, 0));
-        let d = sliding(s.as_ref(), &Params::new(20, 1000).unwrap(), 1, T0).0;
+        let d = sliding(s.as_ref(), &Params::new(20, 1000).unwrap(), 0, 1, T0).0;
         assert_eq!((d.allowed, d.remaining), (true, 11));
     }
 
@@ -349,13 +388,13 @@ mod tests {
         let mut admitted = 0;
         for t in [T0 + 59_500_000, T0 + 60_500_000] {
             for _ in 0..100 {
-                let (d, n) = fixed(s.as_ref(), &p, 1, t);
+                let (d, n) = fixed(s.as_ref(), &p, 0, 1, t);
                 if let Some(n) = n {
                     s = Some(n);
                 }
                 admitted += u64::from(d.allowed);
             }
-            let d = fixed(s.as_ref(), &p, 1, t).0;
+            let d = fixed(s.as_ref(), &p, 0, 1, t).0;
             let left = if t == T0 + 59_500_000 { 500 } else { 59_500 };
             assert_eq!(
                 (d.allowed, d.remaining, d.retry_after_ms, d.reset_after_ms),
@@ -389,7 +428,7 @@ mod tests {
         ) {
             let p = Params::new(limit, window_ms).unwrap();
             let run = |c: Option<&Counters>, cost: u64, now: u64| {
-                if is_fixed { fixed(c, &p, cost, now) } else { sliding(c, &p, cost, now) }
+                if is_fixed { fixed(c, &p, 0, cost, now) } else { sliding(c, &p, 0, cost, now) }
             };
             let mut s: Option<Counters> = None;
             let mut now = T0 as i64;
@@ -401,7 +440,7 @@ mod tests {
                 let now_us = now as u64;
                 let cost = cost.min(limit);
                 let at = effective_us(s.as_ref(), now_us);
-                let before = current(s.as_ref(), &p, now_us);
+                let before = current(s.as_ref(), &p, 0, now_us);
                 let (d, n) = run(s.as_ref(), cost, now_us);
                 if let Some(f) = fresh_at {
                     if now_us >= f {
@@ -447,10 +486,10 @@ mod tests {
                 now += dt as u64;
                 hit(&mut s, &p, cost.min(limit), now);
             }
-            let room = sliding(s.as_ref(), &p, 1, now).0.remaining;
-            prop_assert!(sliding(s.as_ref(), &p, 1, now - back_us).0.remaining <= room);
-            let room = fixed(s.as_ref(), &p, 1, now).0.remaining;
-            prop_assert!(fixed(s.as_ref(), &p, 1, now - back_us).0.remaining <= room);
+            let room = sliding(s.as_ref(), &p, 0, 1, now).0.remaining;
+            prop_assert!(sliding(s.as_ref(), &p, 0, 1, now - back_us).0.remaining <= room);
+            let room = fixed(s.as_ref(), &p, 0, 1, now).0.remaining;
+            prop_assert!(fixed(s.as_ref(), &p, 0, 1, now - back_us).0.remaining <= room);
         }
 
         /// retry_after_ms is exact at ms resolution; remaining unit requests fit now.
@@ -468,18 +507,18 @@ mod tests {
                 let d = hit(&mut s, &p, cost, now);
                 if !d.allowed {
                     let r = d.retry_after_ms;
-                    prop_assert!(sliding(s.as_ref(), &p, cost, now + r * 1000).0.allowed);
-                    prop_assert!(!sliding(s.as_ref(), &p, cost, now + (r - 1) * 1000).0.allowed);
+                    prop_assert!(sliding(s.as_ref(), &p, 0, cost, now + r * 1000).0.allowed);
+                    prop_assert!(!sliding(s.as_ref(), &p, 0, cost, now + (r - 1) * 1000).0.allowed);
                 }
                 let mut probe = s;
                 for _ in 0..d.remaining {
                     prop_assert!(hit(&mut probe, &p, 1, now).allowed);
                 }
                 prop_assert!(!hit(&mut probe, &p, 1, now).allowed);
-                let later = current(s.as_ref(), &p, now + d.reset_after_ms * 1000);
+                let later = current(s.as_ref(), &p, 0, now + d.reset_after_ms * 1000);
                 prop_assert_eq!((later.prev, later.cur), (0, 0));
                 if d.reset_after_ms > 0 {
-                    let before = current(s.as_ref(), &p, now + d.reset_after_ms * 1000 - 1000);
+                    let before = current(s.as_ref(), &p, 0, now + d.reset_after_ms * 1000 - 1000);
                     prop_assert!(before.prev + before.cur > 0);
                 }
             }

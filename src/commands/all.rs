@@ -1,9 +1,11 @@
 //! `RL.ALL numkeys key [key ...] rule [rule ...] [DRYRUN]`: several limits checked and spent
 //! atomically, all or nothing.
 //!
-//! One rule per key, in the same order: `ALGO args... [COST n]` with ALGO one of `GCRA burst
+//! One rule per key, in the same order: `ALGO args... [COST n] [RESERVE r] [STAGGER]` with
+//! ALGO one of `GCRA burst
 //! count period_ms`, `TOKENBUCKET capacity refill_tokens refill_period_ms`, `SLIDING limit
 //! window_ms`, `FIXED limit window_ms`, `LOG limit window_ms`, `QUEUE capacity interval_ms`.
+//! `COST 0` peeks (never refuses, spends nothing); `STAGGER` is for FIXED and SLIDING.
 //! The keys come first behind their count, as for EVAL, so Redis Cluster routes the call and
 //! answers CROSSSLOT when they live in different slots.
 //!
@@ -11,77 +13,67 @@
 //! each rule's own reply (the standard five fields; six with `delay_ms` for QUEUE). When
 //! refused, each rule's reply says what it alone would have decided, and nothing is spent.
 
+use super::rate::{parse_rule, staggered};
 use super::{commit, effect, reply_outcome, state_of};
-use crate::algo::{check_cost, gcra, window, ParamError};
-use crate::args::positive;
+use crate::args::{leading_options, positive, Takes};
 use crate::clock;
 use crate::datatype::Held;
 use crate::error::{Error, ALL_DUPLICATE, ALL_NUMKEYS, ALL_RULES, SYNTAX};
 use crate::rm::{self, Ctx, Key, RStr};
-use crate::rule::{Outcome, Rule};
+use crate::rule::{Outcome, Request, Rule};
 use crate::state::Algo;
-use crate::stats;
 
-/// One parsed rule with its key and cost.
+/// One parsed rule with its key and request.
 struct Item {
     key: RStr,
     rule: Rule,
-    cost: u64,
+    req: Request,
 }
 
-/// Parses one rule starting at `args[0]` (the algorithm name); returns it, its limit's name
-/// and value, and how many arguments it took.
-fn parse_rule(args: &[RStr]) -> Result<(Rule, u64, &'static str, usize), Error> {
+/// The algorithm a rule names.
+fn algo_of(word: &[u8]) -> Option<Algo> {
+    let names = [
+        (&b"GCRA"[..], Algo::Gcra),
+        (b"TOKENBUCKET", Algo::TokenBucket),
+        (b"SLIDING", Algo::Sliding),
+        (b"FIXED", Algo::Fixed),
+        (b"LOG", Algo::Log),
+        (b"QUEUE", Algo::Queue),
+    ];
+    names
+        .into_iter()
+        .find(|(n, _)| word.eq_ignore_ascii_case(n))
+        .map(|(_, a)| a)
+}
+
+/// Parses one rule for `key` at the front of `args` (its algorithm's name, its numbers, its
+/// options: `COST n` (0 peeks), `RESERVE r`, and `STAGGER` for FIXED and SLIDING); returns
+/// it and how many arguments it took.
+fn parse_item(key: RStr, args: &[RStr]) -> Result<(Item, usize), Error> {
     let word = rm::bytes(*args.first().ok_or(Error::Static(ALL_RULES))?);
-    let is = |w: &[u8]| word.eq_ignore_ascii_case(w);
-    let arg = |i: usize| args.get(i).copied().ok_or(Error::Static(SYNTAX));
-    if is(b"GCRA") || is(b"TOKENBUCKET") {
-        let (algo, names) = if is(b"GCRA") {
-            (Algo::Gcra, gcra::GCRA_NAMES)
-        } else {
-            (Algo::TokenBucket, gcra::BUCKET_NAMES)
-        };
-        let p = gcra::Params::new(
-            positive(arg(1)?, names[0])?,
-            positive(arg(2)?, names[1])?,
-            positive(arg(3)?, names[2])?,
-            names,
-        )?;
-        return Ok((Rule::Bucket(algo, p), p.burst, names[0], 4));
-    }
-    if is(b"QUEUE") {
-        let names = ["capacity", "count", "interval_ms"];
-        let p = gcra::Params::new(
-            positive(arg(1)?, names[0])?,
-            1,
-            positive(arg(2)?, names[2])?,
-            names,
-        )?;
-        return Ok((Rule::Bucket(Algo::Queue, p), p.burst, names[0], 3));
-    }
-    let algo = if is(b"SLIDING") {
-        Algo::Sliding
-    } else if is(b"FIXED") {
-        Algo::Fixed
-    } else if is(b"LOG") {
-        Algo::Log
+    let algo = algo_of(word).ok_or(Error::Static(ALL_RULES))?;
+    let nums = args.get(1..).unwrap_or(&[]);
+    let parsed = parse_rule(algo, nums)?.ok_or(Error::Static(SYNTAX))?;
+    let takes = Takes {
+        cost: true,
+        per_request: false,
+        reserve: true,
+        stagger: matches!(algo, Algo::Sliding | Algo::Fixed),
+        dryrun: false,
+    };
+    let rest = nums.get(parsed.used..).unwrap_or(&[]);
+    let (opts, used) = leading_options(rest, parsed.rule.limit(), parsed.limit_name, takes)?;
+    let rule = if opts.stagger {
+        staggered(parsed.rule, key)
     } else {
-        return Err(ALL_RULES.into());
+        parsed.rule
     };
-    let p = window::Params::new(positive(arg(1)?, "limit")?, positive(arg(2)?, "window_ms")?)?;
-    let rule = match algo {
-        Algo::Log => {
-            let max = super::rate::log_max_limit();
-            if p.limit > max {
-                return Err(
-                    ParamError::AboveConfig("limit", max, "ratelimit.log-max-limit").into(),
-                );
-            }
-            Rule::Log(p)
-        }
-        _ => Rule::Window(algo, p),
+    let item = Item {
+        key,
+        rule,
+        req: opts.request(),
     };
-    Ok((rule, p.limit, "limit", 3))
+    Ok((item, 1 + parsed.used + used))
 }
 
 /// Parses the whole call: the items and DRYRUN.
@@ -101,21 +93,9 @@ fn parse(args: &[RStr]) -> Result<(Vec<Item>, bool), Error> {
     }
     let mut items = Vec::with_capacity(n);
     for key in keys {
-        let (rule, limit, limit_name, used) = parse_rule(tail)?;
-        tail = &tail[used..];
-        let mut cost = 1;
-        if let Some(w) = tail.first() {
-            if rm::bytes(*w).eq_ignore_ascii_case(b"COST") {
-                cost = positive(*tail.get(1).ok_or(Error::Static(SYNTAX))?, "cost")?;
-                tail = &tail[2..];
-            }
-        }
-        check_cost(cost, limit, limit_name)?;
-        items.push(Item {
-            key: *key,
-            rule,
-            cost,
-        });
+        let (item, used) = parse_item(*key, tail)?;
+        tail = tail.get(used..).unwrap_or(&[]);
+        items.push(item);
     }
     let dryrun = match tail {
         [] => false,
@@ -152,14 +132,20 @@ pub fn all(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
         states.push(state_of(key, it.rule.algo())?);
     }
     // Pass 1: every rule decides without writing.
-    let decide = |it: &Item, st: &mut Option<Held>, commit: bool| match st {
-        Some(s) => it.rule.hit(s, it.cost, now, commit),
-        None => it.rule.hit(&mut it.rule.fresh(), it.cost, now, false),
+    let decide = |it: &Item, st: &mut Option<Held>| {
+        let dry = Request {
+            commit: false,
+            ..it.req
+        };
+        match st {
+            Some(s) => it.rule.request(s, &dry, now),
+            None => it.rule.request(&mut it.rule.fresh(), &dry, now),
+        }
     };
     let mut outs: Vec<Outcome> = items
         .iter()
         .zip(states.iter_mut())
-        .map(|(it, st)| decide(it, st, false))
+        .map(|(it, st)| decide(it, st))
         .collect();
     let refused_by = outs.iter().position(|o| !o.decision.allowed);
     if refused_by.is_none() && !dryrun {
@@ -172,7 +158,7 @@ pub fn all(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
                 Some(h) => h,
                 None => fresh.insert(it.rule.fresh()),
             };
-            let out = it.rule.hit(state, it.cost, now, true);
+            let out = it.rule.request(state, &it.req, now);
             if out.wrote {
                 let eff = effect(state);
                 let owned = held.map_or(fresh, Held::to_store);
@@ -185,7 +171,10 @@ pub fn all(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
             }
         }
     }
-    stats::decided(refused_by.is_none());
+    crate::stats::decided(refused_by.is_none());
+    for o in &outs {
+        crate::stats::events(o.events);
+    }
     rm::reply_array(ctx, 2 + outs.len());
     rm::reply_i64(ctx, i64::from(refused_by.is_none()));
     rm::reply_u64(ctx, refused_by.map_or(0, |i| i as u64 + 1));

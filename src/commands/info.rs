@@ -29,7 +29,8 @@ pub fn info(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
     };
     let ttl = ("ttl_ms", Val::Signed(key.expire()));
     let algo = ("algorithm", Val::Str(s.algo().name()));
-    let fields: Vec<(&str, Val)> = match &s {
+    let now_us = clock::now_us();
+    let mut fields: Vec<(&str, Val)> = match s.unblocked() {
         State::Gcra(b) => vec![
             algo,
             ("burst", Val::Int(b.params.burst)),
@@ -45,7 +46,7 @@ pub fn info(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
             ("refill_period_ms", Val::Int(b.params.period_ms)),
             (
                 "tokens",
-                Val::Int(gcra::tokens(Some(b.stored()), &b.params, clock::now_us())),
+                Val::Int(gcra::tokens(Some(b.stored()), &b.params, now_us)),
             ),
             ("tat_ns", Val::Int(b.tat.ns)),
             ttl,
@@ -92,7 +93,16 @@ pub fn info(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
             ("horizon_us", Val::Int(c.leases.horizon_us)),
             ttl,
         ],
+        // `unblocked` never returns a blocked state.
+        State::Blocked(_) => vec![algo, ttl],
     };
+    // A BLOCK penalty in force: when it ends (unix ms, rounded up), before `ttl_ms`.
+    let until_us = s.blocked_until_us();
+    if until_us > now_us {
+        let at = fields.len().saturating_sub(1);
+        let until_ms = until_us.div_ceil(crate::algo::US_PER_MS);
+        fields.insert(at, ("blocked_until_ms", Val::Int(until_ms)));
+    }
     rm::reply_map(ctx, fields.len());
     for (k, v) in fields {
         rm::reply_bulk(ctx, k.as_bytes());

@@ -10,14 +10,14 @@ pub mod rate;
 pub mod throttle;
 
 use crate::algo::Decision;
+use crate::clock as mclock;
 use crate::datatype::{self, Held, Slot};
 use crate::error::{Error, INTERNAL, WRONGTYPE};
 use crate::propagate;
 use crate::rm::{self, Ctx, Key, RStr};
-use crate::rule::{Extra, Outcome, Rule};
+use crate::rule::{Ask, Extra, Outcome, Request, Rule};
 use crate::state::{Algo, Encoded, State};
 use crate::stats::{self, Stat};
-use crate::{args::Opts, clock as mclock};
 use std::ffi::c_int;
 use std::io::Write;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -68,16 +68,18 @@ pub fn reply_decision(ctx: Ctx, d: &Decision, extra_fields: usize) {
     }
 }
 
-/// Replies an outcome: the five fields plus the command's extra field, if any.
+/// Replies an outcome: the five fields, the command's extra field if any (QUEUE's
+/// `delay_ms`, ACQUIRE's `token`), then `granted` for a PARTIAL request.
 pub fn reply_outcome(ctx: Ctx, o: &Outcome) {
+    let more = usize::from(o.granted.is_some());
     match o.extra {
-        Extra::None => reply_decision(ctx, &o.decision, 0),
+        Extra::None => reply_decision(ctx, &o.decision, more),
         Extra::Delay(ms) => {
-            reply_decision(ctx, &o.decision, 1);
+            reply_decision(ctx, &o.decision, 1 + more);
             rm::reply_u64(ctx, ms);
         }
         Extra::Token(t) => {
-            reply_decision(ctx, &o.decision, 1);
+            reply_decision(ctx, &o.decision, 1 + more);
             match t {
                 Some(t) => {
                     let mut buf = [0u8; 48];
@@ -92,6 +94,18 @@ pub fn reply_outcome(ctx: Ctx, o: &Outcome) {
             }
         }
     }
+    if let Some(g) = o.granted {
+        rm::reply_u64(ctx, g);
+    }
+}
+
+/// Counts a decided request: admitted or refused (a spend; peeks and refunds are counted
+/// only as such), and its events.
+pub fn count(req: &Request, o: &Outcome) {
+    if matches!(req.ask, Ask::Spend(c) if c > 0) {
+        stats::decided(o.decision.allowed);
+    }
+    stats::events(o.events);
 }
 
 /// The key's state if it holds one of `algo`: `Ok(None)` when empty, `WRONGTYPE` otherwise.
@@ -104,19 +118,19 @@ pub fn state_of(key: &Key, algo: Algo) -> Result<Option<Held<'_>>, Error> {
     }
 }
 
-/// Decides one request of `rule` on key `name` and, when admitted and not a dry run,
-/// writes the new state with its TTL and propagates the effect.
-pub fn run(ctx: Ctx, name: RStr, rule: &Rule, opts: Opts) -> Result<Outcome, Error> {
+/// Decides one request of `rule` on key `name` and, when it writes (see
+/// [`Rule::request`]), stores the new state with its TTL and propagates the effect.
+pub fn run(ctx: Ctx, name: RStr, rule: &Rule, req: &Request) -> Result<Outcome, Error> {
     let now = mclock::now_us();
-    let key = Key::open(ctx, name, !opts.dryrun);
+    let key = Key::open(ctx, name, req.commit);
     let mut held = state_of(&key, rule.algo())?;
     let mut fresh = None;
     let state: &mut State = match held.as_mut() {
         Some(h) => h,
         None => fresh.insert(rule.fresh()),
     };
-    let out = rule.hit(state, opts.cost, now, !opts.dryrun);
-    stats::decided(out.decision.allowed);
+    let out = rule.request(state, req, now);
+    count(req, &out);
     if out.wrote {
         let eff = effect(state);
         let owned = held.map_or(fresh, Held::to_store);

@@ -1,11 +1,12 @@
 //! The rate commands: `RL.GCRA`, `RL.TOKENBUCKET`, `RL.QUEUE`, `RL.SLIDING`, `RL.FIXED`,
-//! `RL.LOG`, and `RL.ACQUIRE` (which shares their shape and reply).
+//! `RL.LOG`, and `RL.ACQUIRE` (which shares their shape and reply), and the one parser of
+//! a rule's numbers that they and RL.ALL's rules share.
 
 use super::{reply_outcome, run};
-use crate::algo::{gcra, lease, window, ParamError};
-use crate::args::{options, positive};
+use crate::algo::{gcra, lease, slot, window, ParamError};
+use crate::args::{options, positive, Takes};
 use crate::error::Error;
-use crate::rm::{Ctx, RStr};
+use crate::rm::{self, Ctx, RStr};
 use crate::rule::Rule;
 use crate::state::Algo;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -15,74 +16,104 @@ pub static LOG_MAX_LIMIT: AtomicI64 = AtomicI64::new(10_000);
 /// `ratelimit.acquire-max-limit`: the largest limit `RL.ACQUIRE` accepts.
 pub static ACQUIRE_MAX_LIMIT: AtomicI64 = AtomicI64::new(10_000);
 
-/// Parses `key a b c [options]` for the GCRA family and runs it.
-fn bucket(ctx: Ctx, args: &[RStr], algo: Algo, names: gcra::Names) -> Result<(), Error> {
-    let [_, key, a, b, c, opts @ ..] = args else {
-        return Err(Error::Arity);
+/// `RL.QUEUE`'s argument names (its count is always 1).
+const QUEUE_NAMES: gcra::Names = ["capacity", "count", "interval_ms"];
+
+/// A rule parsed from its numbers.
+pub struct Parsed {
+    pub rule: Rule,
+    /// The name of its limit argument, for errors about options.
+    pub limit_name: &'static str,
+    /// How many arguments its numbers took.
+    pub used: usize,
+}
+
+/// The rule of `algo` from the numbers at the front of `a` (after the key, or after the
+/// algorithm's name in RL.ALL); None if there are too few.
+pub fn parse_rule(algo: Algo, a: &[RStr]) -> Result<Option<Parsed>, Error> {
+    let n = |i: usize| a.get(i).copied();
+    let parsed = match algo {
+        Algo::Gcra | Algo::TokenBucket => {
+            let names = if algo == Algo::Gcra {
+                gcra::GCRA_NAMES
+            } else {
+                gcra::BUCKET_NAMES
+            };
+            let (Some(x), Some(y), Some(z)) = (n(0), n(1), n(2)) else {
+                return Ok(None);
+            };
+            let p = gcra::Params::new(
+                positive(x, names[0])?,
+                positive(y, names[1])?,
+                positive(z, names[2])?,
+                names,
+            )?;
+            (Rule::Bucket(algo, p), names[0], 3)
+        }
+        Algo::Queue => {
+            let (Some(cap), Some(interval)) = (n(0), n(1)) else {
+                return Ok(None);
+            };
+            let p = gcra::Params::new(
+                positive(cap, QUEUE_NAMES[0])?,
+                1,
+                positive(interval, QUEUE_NAMES[2])?,
+                QUEUE_NAMES,
+            )?;
+            (Rule::Bucket(Algo::Queue, p), QUEUE_NAMES[0], 2)
+        }
+        Algo::Sliding | Algo::Fixed | Algo::Log => {
+            let (Some(limit), Some(win)) = (n(0), n(1)) else {
+                return Ok(None);
+            };
+            let p = window::Params::new(positive(limit, "limit")?, positive(win, "window_ms")?)?;
+            let rule = if algo == Algo::Log {
+                at_most_config(p.limit, &LOG_MAX_LIMIT, "ratelimit.log-max-limit")?;
+                Rule::Log(p)
+            } else {
+                Rule::Window(algo, p, 0)
+            };
+            (rule, "limit", 2)
+        }
+        Algo::Concurrency => {
+            let (Some(limit), Some(lease)) = (n(0), n(1)) else {
+                return Ok(None);
+            };
+            let p = lease::Params::new(positive(limit, "limit")?, positive(lease, "lease_ms")?)?;
+            at_most_config(p.limit, &ACQUIRE_MAX_LIMIT, "ratelimit.acquire-max-limit")?;
+            (Rule::Acquire(p), "limit", 2)
+        }
     };
-    let p = gcra::Params::new(
-        positive(*a, names[0])?,
-        positive(*b, names[1])?,
-        positive(*c, names[2])?,
-        names,
-    )?;
-    let opts = options(opts, p.burst, names[0])?;
-    reply_outcome(ctx, &run(ctx, *key, &Rule::Bucket(algo, p), opts)?);
-    Ok(())
+    let (rule, limit_name, used) = parsed;
+    Ok(Some(Parsed {
+        rule,
+        limit_name,
+        used,
+    }))
 }
 
-/// `RL.GCRA key burst count period_ms [COST n] [DRYRUN]`
-pub fn gcra(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
-    bucket(ctx, args, Algo::Gcra, gcra::GCRA_NAMES)
+/// The options a rate command of `algo` takes.
+pub fn takes(algo: Algo) -> Takes {
+    let rate = algo != Algo::Concurrency;
+    Takes {
+        cost: rate,
+        per_request: rate,
+        reserve: rate,
+        stagger: matches!(algo, Algo::Sliding | Algo::Fixed),
+        dryrun: true,
+    }
 }
 
-/// `RL.TOKENBUCKET key capacity refill_tokens refill_period_ms [COST n] [DRYRUN]`
-pub fn tokenbucket(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
-    bucket(ctx, args, Algo::TokenBucket, gcra::BUCKET_NAMES)
-}
-
-/// `RL.QUEUE key capacity interval_ms [COST n] [DRYRUN]`: a GCRA with one request per
-/// interval and `capacity` waiting at most.
-pub fn queue(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
-    let [_, key, cap, interval, opts @ ..] = args else {
-        return Err(Error::Arity);
-    };
-    let names = ["capacity", "count", "interval_ms"];
-    let p = gcra::Params::new(
-        positive(*cap, "capacity")?,
-        1,
-        positive(*interval, names[2])?,
-        names,
-    )?;
-    let opts = options(opts, p.burst, "capacity")?;
-    reply_outcome(ctx, &run(ctx, *key, &Rule::Bucket(Algo::Queue, p), opts)?);
-    Ok(())
-}
-
-/// Parses `key limit window_ms [options]` for the window family and runs `make(params)`.
-fn windowed(
-    ctx: Ctx,
-    args: &[RStr],
-    make: fn(window::Params) -> Result<Rule, Error>,
-) -> Result<(), Error> {
-    let [_, key, limit, win, opts @ ..] = args else {
-        return Err(Error::Arity);
-    };
-    let p = window::Params::new(positive(*limit, "limit")?, positive(*win, "window_ms")?)?;
-    let rule = make(p)?;
-    let opts = options(opts, p.limit, "limit")?;
-    reply_outcome(ctx, &run(ctx, *key, &rule, opts)?);
-    Ok(())
-}
-
-/// `RL.SLIDING key limit window_ms [COST n] [DRYRUN]`
-pub fn sliding(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
-    windowed(ctx, args, |p| Ok(Rule::Window(Algo::Sliding, p)))
-}
-
-/// `RL.FIXED key limit window_ms [COST n] [DRYRUN]`
-pub fn fixed(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
-    windowed(ctx, args, |p| Ok(Rule::Window(Algo::Fixed, p)))
+/// `STAGGER`: the rule's windows offset by `slot * window_ms / 16384` ms, with `slot` the
+/// key's Redis Cluster hash slot.
+pub fn staggered(rule: Rule, key: RStr) -> Rule {
+    match rule {
+        Rule::Window(algo, p, _) => {
+            let off = window::stagger_ms(slot::key_slot(rm::bytes(key)), p.window_ms);
+            Rule::Window(algo, p, off)
+        }
+        other => other,
+    }
 }
 
 /// The value of a max-limit config, as a limit.
@@ -90,44 +121,75 @@ fn max_of(config: &AtomicI64) -> u64 {
     u64::try_from(config.load(Ordering::Relaxed)).unwrap_or(0)
 }
 
+/// Refuses a limit above the max-limit config `name`.
+fn at_most_config(limit: u64, config: &AtomicI64, name: &'static str) -> Result<(), Error> {
+    let max = max_of(config);
+    if limit > max {
+        return Err(ParamError::AboveConfig("limit", max, name).into());
+    }
+    Ok(())
+}
+
 /// The largest limit `RL.LOG` accepts now.
 pub fn log_max_limit() -> u64 {
     max_of(&LOG_MAX_LIMIT)
 }
 
-/// `RL.LOG key limit window_ms [COST n] [DRYRUN]`
+/// `RL.<ALGO> key numbers... [options]`: parses, runs and replies.
+fn rate(ctx: Ctx, args: &[RStr], algo: Algo) -> Result<(), Error> {
+    let [_, key, rest @ ..] = args else {
+        return Err(Error::Arity);
+    };
+    let Some(parsed) = parse_rule(algo, rest)? else {
+        return Err(Error::Arity);
+    };
+    let opts = options(
+        rest.get(parsed.used..).unwrap_or(&[]),
+        parsed.rule.limit(),
+        parsed.limit_name,
+        takes(algo),
+    )?;
+    let rule = if opts.stagger {
+        staggered(parsed.rule, *key)
+    } else {
+        parsed.rule
+    };
+    reply_outcome(ctx, &run(ctx, *key, &rule, &opts.request())?);
+    Ok(())
+}
+
+/// `RL.GCRA key burst count period_ms [options]`
+pub fn gcra(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
+    rate(ctx, args, Algo::Gcra)
+}
+
+/// `RL.TOKENBUCKET key capacity refill_tokens refill_period_ms [options]`
+pub fn tokenbucket(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
+    rate(ctx, args, Algo::TokenBucket)
+}
+
+/// `RL.QUEUE key capacity interval_ms [options]`: a GCRA with one request per interval and
+/// `capacity` waiting at most.
+pub fn queue(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
+    rate(ctx, args, Algo::Queue)
+}
+
+/// `RL.SLIDING key limit window_ms [options] [STAGGER]`
+pub fn sliding(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
+    rate(ctx, args, Algo::Sliding)
+}
+
+/// `RL.FIXED key limit window_ms [options] [STAGGER]`
+pub fn fixed(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
+    rate(ctx, args, Algo::Fixed)
+}
+
+/// `RL.LOG key limit window_ms [options]`
 pub fn log(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
-    windowed(ctx, args, |p| {
-        let max = log_max_limit();
-        if p.limit > max {
-            return Err(ParamError::AboveConfig("limit", max, "ratelimit.log-max-limit").into());
-        }
-        Ok(Rule::Log(p))
-    })
+    rate(ctx, args, Algo::Log)
 }
 
 /// `RL.ACQUIRE key limit lease_ms [DRYRUN]`
 pub fn acquire(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
-    let [_, key, limit, lease, opts @ ..] = args else {
-        return Err(Error::Arity);
-    };
-    let p = lease::Params::new(positive(*limit, "limit")?, positive(*lease, "lease_ms")?)?;
-    let max = max_of(&ACQUIRE_MAX_LIMIT);
-    if p.limit > max {
-        return Err(ParamError::AboveConfig("limit", max, "ratelimit.acquire-max-limit").into());
-    }
-    // ACQUIRE takes no COST: only DRYRUN.
-    let opts = match opts {
-        [] => crate::args::Opts {
-            cost: 1,
-            dryrun: false,
-        },
-        [w] if crate::rm::bytes(*w).eq_ignore_ascii_case(b"DRYRUN") => crate::args::Opts {
-            cost: 1,
-            dryrun: true,
-        },
-        _ => return Err(crate::error::SYNTAX.into()),
-    };
-    reply_outcome(ctx, &run(ctx, *key, &Rule::Acquire(p), opts)?);
-    Ok(())
+    rate(ctx, args, Algo::Concurrency)
 }

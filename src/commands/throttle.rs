@@ -43,6 +43,9 @@ pub fn throttle(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
     let adopted = key.kind() == raw::REDISMODULE_KEYTYPE_STRING;
     // The stored TAT; `retimed`: written under another emission interval, so re-timed by
     // its units (stored even on a refusal, as RL.GCRA does).
+    // A key under a BLOCK penalty (set by a rate command on the same key) refuses until it
+    // ends, as every command does; afterwards its state applies as before.
+    let mut blocked_until_us = 0;
     let (tat, retimed) = if adopted {
         let tat_ns = key
             .string_value()
@@ -50,7 +53,12 @@ pub fn throttle(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
             .ok_or(Error::Static(WRONGTYPE))?;
         (Some(tat_ns), false)
     } else {
-        match state_of(&key, Algo::Gcra)?.as_deref() {
+        let held = state_of(&key, Algo::Gcra)?;
+        let state = held.as_deref();
+        if let Some(s) = state {
+            blocked_until_us = s.blocked_until_us();
+        }
+        match state.map(State::unblocked) {
             Some(State::Gcra(b)) => {
                 let (tat_ns, retimed) = gcra::view_ns(b.stored(), &gp, p.t_ns(), now_us);
                 (Some(tat_ns), retimed)
@@ -58,6 +66,17 @@ pub fn throttle(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
             _ => (None, false),
         }
     };
+    if blocked_until_us > now_us {
+        // What the state alone shows (a peek: nothing written), refused until the block ends.
+        let (mut reply, _, _) = cell::throttle(tat, &p, 0, now_ns);
+        let left_s = i64::try_from((blocked_until_us - now_us).div_ceil(1_000_000)).unwrap_or(0);
+        reply.limited = true;
+        reply.remaining = 0;
+        reply.retry_after_s = left_s;
+        reply.reset_after_s = reply.reset_after_s.max(left_s);
+        crate::stats::decided(false);
+        return reply_cell(ctx, &reply);
+    }
     let (reply, stored, ttl_ns) = cell::throttle(tat, &p, quantity, now_ns);
     // A peek (quantity 0) writes nothing, not even a re-timed state.
     let stored = if quantity == 0 {
@@ -77,6 +96,11 @@ pub fn throttle(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
         commit(ctx, &key, name, Some(next), eff, ttl_ms);
     }
     crate::stats::decided(!reply.limited);
+    reply_cell(ctx, &reply)
+}
+
+/// redis-cell's reply: five integers.
+fn reply_cell(ctx: Ctx, reply: &cell::Reply) -> Result<(), Error> {
     rm::reply_array(ctx, 5);
     for v in [
         i64::from(reply.limited),
