@@ -154,12 +154,8 @@ pub fn leading_options(
     let reserve = reserve.unwrap_or(0);
     let ask = match (cost, refund) {
         // A refund is not a request: it takes no cost, grant, reserve or penalty.
-        (None, Some(n)) if !partial && !reserve_set && block.is_none() => {
-            if n > limit {
-                return Err(ParamError::OptionAbove("REFUND", limit_name).into());
-            }
-            Ask::Refund(n)
-        }
+        // Any n: a refund never goes past a fresh state, so more than the limit is all.
+        (None, Some(n)) if !partial && !reserve_set && block.is_none() => Ask::Refund(n),
         (_, Some(_)) => return Err(Error::Static(SYNTAX)),
         // A peek spends nothing: there is nothing to grant, reserve or penalise.
         (Some(0), None) if partial || reserve_set || block.is_some() => {
@@ -167,7 +163,8 @@ pub fn leading_options(
         }
         (c, None) => {
             let c = c.unwrap_or(1);
-            if c > limit {
+            // PARTIAL takes up to the cost: any cost, capped by what is available.
+            if c > limit && !partial {
                 return Err(ParamError::CostAboveLimit(limit_name).into());
             }
             Ask::Spend(c)
