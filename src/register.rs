@@ -55,6 +55,8 @@ enum Arg {
     OptPos(&'static CStr),
     /// One of several.
     OneOf(&'static CStr, &'static [Arg]),
+    /// At most one of several.
+    OptOneOf(&'static CStr, &'static [Arg]),
     /// A keyword followed by a value: (token, value name).
     Pair(&'static CStr, &'static CStr),
     /// `numkeys key [key ...]`.
@@ -94,7 +96,15 @@ entry!(c_apply, apply::apply, Stat::Apply);
 /// The ACL category the module adds where the server supports it.
 pub const CATEGORY: &CStr = c"ratelimit";
 
-const OPTIONS: [Arg; 2] = [Arg::OptInt(c"COST", c"cost"), Arg::OptWord(c"DRYRUN")];
+/// The options every rate command takes (STAGGER is added for the window counters).
+const AMOUNT: &[Arg] = &[Arg::Pair(c"COST", c"cost"), Arg::Pair(c"REFUND", c"refund")];
+const OPTIONS: [Arg; 5] = [
+    Arg::OptOneOf(c"amount", AMOUNT),
+    Arg::OptWord(c"PARTIAL"),
+    Arg::OptInt(c"RESERVE", c"reserve"),
+    Arg::OptInt(c"BLOCK", c"block_ms"),
+    Arg::OptWord(c"DRYRUN"),
+];
 const GCRA_ARGS: &[Arg] = &[
     Arg::Key(c"key"),
     Arg::Int(c"burst"),
@@ -102,6 +112,9 @@ const GCRA_ARGS: &[Arg] = &[
     Arg::Int(c"period_ms"),
     OPTIONS[0],
     OPTIONS[1],
+    OPTIONS[2],
+    OPTIONS[3],
+    OPTIONS[4],
 ];
 const BUCKET_ARGS: &[Arg] = &[
     Arg::Key(c"key"),
@@ -110,6 +123,9 @@ const BUCKET_ARGS: &[Arg] = &[
     Arg::Int(c"refill_period_ms"),
     OPTIONS[0],
     OPTIONS[1],
+    OPTIONS[2],
+    OPTIONS[3],
+    OPTIONS[4],
 ];
 const WINDOW_ARGS: &[Arg] = &[
     Arg::Key(c"key"),
@@ -117,6 +133,20 @@ const WINDOW_ARGS: &[Arg] = &[
     Arg::Int(c"window_ms"),
     OPTIONS[0],
     OPTIONS[1],
+    OPTIONS[2],
+    OPTIONS[3],
+    Arg::OptWord(c"STAGGER"),
+    OPTIONS[4],
+];
+const LOG_ARGS: &[Arg] = &[
+    Arg::Key(c"key"),
+    Arg::Int(c"limit"),
+    Arg::Int(c"window_ms"),
+    OPTIONS[0],
+    OPTIONS[1],
+    OPTIONS[2],
+    OPTIONS[3],
+    OPTIONS[4],
 ];
 const QUEUE_ARGS: &[Arg] = &[
     Arg::Key(c"key"),
@@ -124,6 +154,9 @@ const QUEUE_ARGS: &[Arg] = &[
     Arg::Int(c"interval_ms"),
     OPTIONS[0],
     OPTIONS[1],
+    OPTIONS[2],
+    OPTIONS[3],
+    OPTIONS[4],
 ];
 
 fn table() -> [Command; 14] {
@@ -179,7 +212,7 @@ fn table() -> [Command; 14] {
             -4,
             c"Exact sliding log: limit per trailing window_ms",
             c"O(log N) to decide, O(N) to drop expired entries, N = entries in the window",
-            WINDOW_ARGS,
+            LOG_ARGS,
         ),
         rate(
             c"rl.queue",
@@ -360,6 +393,12 @@ fn build_args(args: &[Arg], arena: &mut Arena) -> *mut raw::RedisModuleCommandAr
                 e.name = n.as_ptr();
                 e.type_ = ONEOF;
                 e.subargs = build_args(subs, arena);
+            }
+            Arg::OptOneOf(n, subs) => {
+                e.name = n.as_ptr();
+                e.type_ = ONEOF;
+                e.subargs = build_args(subs, arena);
+                e.flags = OPTIONAL;
             }
             Arg::Pair(t, n) => {
                 e.name = t.as_ptr();
