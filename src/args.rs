@@ -54,6 +54,16 @@ pub struct Opts {
 }
 
 impl Opts {
+    /// No options: one unit, written.
+    pub const PLAIN: Opts = Opts {
+        ask: Ask::Spend(1),
+        partial: false,
+        reserve: 0,
+        block_ms: 0,
+        stagger: false,
+        dryrun: false,
+    };
+
     /// The request these options make.
     pub fn request(&self) -> Request {
         Request {
@@ -76,6 +86,10 @@ pub fn options(
     limit_name: &'static str,
     takes: Takes,
 ) -> Result<Opts, Error> {
+    if args.is_empty() {
+        // The common case, kept short: cost 1, nothing else.
+        return Ok(Opts::PLAIN);
+    }
     let (opts, used) = leading_options(args, limit, limit_name, takes)?;
     if used != args.len() {
         return Err(Error::Static(SYNTAX));

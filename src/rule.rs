@@ -53,6 +53,24 @@ pub struct Request {
 }
 
 impl Request {
+    /// A request of at least one unit with none of the options beyond COST and DRYRUN.
+    #[inline]
+    pub fn is_plain(&self) -> bool {
+        matches!(self.ask, Ask::Spend(c) if c > 0)
+            && !self.partial
+            && self.reserve == 0
+            && self.block_ms == 0
+    }
+
+    /// The units a spend asks for (0 for a refund).
+    #[inline]
+    pub fn cost(&self) -> u64 {
+        match self.ask {
+            Ask::Spend(c) => c,
+            Ask::Refund(_) => 0,
+        }
+    }
+
     /// A plain request of `cost` units.
     pub const fn spend(cost: u64, commit: bool) -> Request {
         Request {
@@ -161,7 +179,20 @@ impl Rule {
     /// request writes (`Outcome::wrote`): an admitted request or a refund when `commit`, a
     /// refusal that starts or extends a block, and a GCRA-family state re-timed under
     /// another emission interval. Anything else changes nothing.
+    #[inline]
     pub fn request(&self, s: &mut State, req: &Request, now_us: u64) -> Outcome {
+        // The hot path: a plain request (no option but COST and DRYRUN) on a state with no
+        // block costs what it did before the options existed. `spend` refuses, without
+        // writing, a state of another algorithm.
+        if req.is_plain() && !matches!(s, State::Blocked(_)) {
+            return self.spend(s, req.cost(), now_us, req.commit);
+        }
+        self.request_with_options(s, req, now_us)
+    }
+
+    /// [`Rule::request`] for everything but a plain request on an unblocked state.
+    #[inline(never)]
+    fn request_with_options(&self, s: &mut State, req: &Request, now_us: u64) -> Outcome {
         if s.algo() != self.algo() {
             let dry = Request {
                 commit: false,

@@ -53,7 +53,11 @@ fn parse_item(key: RStr, args: &[RStr]) -> Result<(Item, usize), Error> {
     let word = rm::bytes(*args.first().ok_or(Error::Static(ALL_RULES))?);
     let algo = algo_of(word).ok_or(Error::Static(ALL_RULES))?;
     let nums = args.get(1..).unwrap_or(&[]);
-    let parsed = parse_rule(algo, nums)?.ok_or(Error::Static(SYNTAX))?;
+    let parsed = match parse_rule(algo, nums) {
+        // Too few numbers for the rule: the call's arity is fine, the rule is not.
+        Err(Error::Arity) => return Err(Error::Static(SYNTAX)),
+        other => other?,
+    };
     let takes = Takes {
         cost: true,
         per_request: false,

@@ -29,8 +29,9 @@ pub struct Parsed {
 }
 
 /// The rule of `algo` from the numbers at the front of `a` (after the key, or after the
-/// algorithm's name in RL.ALL); None if there are too few.
-pub fn parse_rule(algo: Algo, a: &[RStr]) -> Result<Option<Parsed>, Error> {
+/// algorithm's name in RL.ALL); `Error::Arity` if there are too few.
+#[inline]
+pub fn parse_rule(algo: Algo, a: &[RStr]) -> Result<Parsed, Error> {
     let n = |i: usize| a.get(i).copied();
     let parsed = match algo {
         Algo::Gcra | Algo::TokenBucket => {
@@ -40,7 +41,7 @@ pub fn parse_rule(algo: Algo, a: &[RStr]) -> Result<Option<Parsed>, Error> {
                 gcra::BUCKET_NAMES
             };
             let (Some(x), Some(y), Some(z)) = (n(0), n(1), n(2)) else {
-                return Ok(None);
+                return Err(Error::Arity);
             };
             let p = gcra::Params::new(
                 positive(x, names[0])?,
@@ -52,7 +53,7 @@ pub fn parse_rule(algo: Algo, a: &[RStr]) -> Result<Option<Parsed>, Error> {
         }
         Algo::Queue => {
             let (Some(cap), Some(interval)) = (n(0), n(1)) else {
-                return Ok(None);
+                return Err(Error::Arity);
             };
             let p = gcra::Params::new(
                 positive(cap, QUEUE_NAMES[0])?,
@@ -64,7 +65,7 @@ pub fn parse_rule(algo: Algo, a: &[RStr]) -> Result<Option<Parsed>, Error> {
         }
         Algo::Sliding | Algo::Fixed | Algo::Log => {
             let (Some(limit), Some(win)) = (n(0), n(1)) else {
-                return Ok(None);
+                return Err(Error::Arity);
             };
             let p = window::Params::new(positive(limit, "limit")?, positive(win, "window_ms")?)?;
             let rule = if algo == Algo::Log {
@@ -77,7 +78,7 @@ pub fn parse_rule(algo: Algo, a: &[RStr]) -> Result<Option<Parsed>, Error> {
         }
         Algo::Concurrency => {
             let (Some(limit), Some(lease)) = (n(0), n(1)) else {
-                return Ok(None);
+                return Err(Error::Arity);
             };
             let p = lease::Params::new(positive(limit, "limit")?, positive(lease, "lease_ms")?)?;
             at_most_config(p.limit, &ACQUIRE_MAX_LIMIT, "ratelimit.acquire-max-limit")?;
@@ -85,11 +86,11 @@ pub fn parse_rule(algo: Algo, a: &[RStr]) -> Result<Option<Parsed>, Error> {
         }
     };
     let (rule, limit_name, used) = parsed;
-    Ok(Some(Parsed {
+    Ok(Parsed {
         rule,
         limit_name,
         used,
-    }))
+    })
 }
 
 /// The options a rate command of `algo` takes.
@@ -135,14 +136,14 @@ pub fn log_max_limit() -> u64 {
     max_of(&LOG_MAX_LIMIT)
 }
 
-/// `RL.<ALGO> key numbers... [options]`: parses, runs and replies.
+/// `RL.<ALGO> key numbers... [options]`: parses, runs and replies. Inlined into each
+/// command, so the rule parser's match on the algorithm folds away.
+#[inline(always)]
 fn rate(ctx: Ctx, args: &[RStr], algo: Algo) -> Result<(), Error> {
     let [_, key, rest @ ..] = args else {
         return Err(Error::Arity);
     };
-    let Some(parsed) = parse_rule(algo, rest)? else {
-        return Err(Error::Arity);
-    };
+    let parsed = parse_rule(algo, rest)?;
     let opts = options(
         rest.get(parsed.used..).unwrap_or(&[]),
         parsed.rule.limit(),
