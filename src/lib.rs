@@ -1,8 +1,12 @@
 //! redis-ratelimit: native rate-limiting commands for Redis 7.0+ and Valkey.
 //!
-//! Layout: `algo/` holds the pure algorithms (no Redis types); `rule` and `state` connect
-//! them to the stored value; `args`, `commands/`, `datatype`, `register`, `rm` and `clock`
-//! are the thin Redis shell.
+//! Layout: `algo/` holds the pure algorithms (no Redis types: `gcra`, `cell`, `window`,
+//! `log` with `stamps`, `lease`, and `slot` for STAGGER); `rule` (a rule and one request
+//! with its options, decided on a state) and `state` (the stored value and its codec)
+//! connect them to the stored value. The thin Redis shell: `args` (arguments and options),
+//! `commands/` (one file per command family), `datatype` (the Redis type and its packed
+//! value word), `register` (the command table), `propagate` (effects to replicas and the
+//! AOF), `config`, `stats` (INFO), `clock`, `error` and `rm` (the raw module API).
 
 // The shell passes the server's opaque handles (contexts, keys, strings) straight to the
 // server's API; they are not dereferenced in Rust, so the lint's concern does not apply.
@@ -12,6 +16,7 @@ pub mod algo;
 pub mod args;
 pub mod clock;
 pub mod commands;
+pub mod config;
 pub mod datatype;
 pub mod error;
 pub mod propagate;
@@ -21,7 +26,7 @@ pub mod rule;
 pub mod state;
 pub mod stats;
 
-use commands::clock::TEST_CLOCK;
+use config::{ACQUIRE_MAX_LIMIT, LOG_MAX_LIMIT, TEST_CLOCK};
 use datatype::RL_TYPE;
 use redis_module::configuration::ConfigurationFlags;
 use redis_module::{raw, redis_module, Context, RedisString, Status};
@@ -64,8 +69,8 @@ redis_module! {
     init: init,
     configurations: [
         i64: [
-            ["log-max-limit", &commands::rate::LOG_MAX_LIMIT, 10_000, 1, 1_000_000, ConfigurationFlags::DEFAULT, None],
-            ["acquire-max-limit", &commands::rate::ACQUIRE_MAX_LIMIT, 10_000, 1, 1_000_000, ConfigurationFlags::DEFAULT, None],
+            ["log-max-limit", &LOG_MAX_LIMIT, 10_000, 1, 1_000_000, ConfigurationFlags::DEFAULT, None],
+            ["acquire-max-limit", &ACQUIRE_MAX_LIMIT, 10_000, 1, 1_000_000, ConfigurationFlags::DEFAULT, None],
         ],
         string: [],
         bool: [

@@ -145,7 +145,7 @@ pub unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_repo
         _ => c"system-microseconds",
     };
     field_str(ctx, c"clock_source", source);
-    let test = crate::commands::clock::TEST_CLOCK.load(Relaxed);
+    let test = crate::config::test_clock_enabled();
     field_str(
         ctx,
         c"test_clock_enabled",

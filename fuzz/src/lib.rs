@@ -5,7 +5,7 @@
 //! README's layout promises it), so the fuzzers need neither a server nor the Redis
 //! allocator the module's own rlib installs as the global allocator.
 //!
-//! Every check here is a property the contract (`shared/design/commands.md`) promises for
+//! Every check here is a property the contract (`docs/commands.md`) promises for
 //! one call of a rate command: reply shape and bounds, "refused / dry-run changes nothing",
 //! `remaining` is exact, the state is fresh again after `reset_after_ms`, a reply counts
 //! beyond the algorithm's own reset time only what the clock must catch up to the key's own

@@ -3,18 +3,15 @@
 
 use crate::args::int;
 use crate::clock;
+use crate::config;
 use crate::error::{Error, CLOCK_DISABLED, CLOCK_RANGE, CLOCK_SUBCOMMAND};
 use crate::rm::{self, Ctx, RStr};
-use std::sync::atomic::{AtomicBool, Ordering};
-
-/// The `ratelimit.test-clock` config (immutable: set at load only).
-pub static TEST_CLOCK: AtomicBool = AtomicBool::new(false);
 
 pub fn clock(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
     if args.len() < 2 {
         return Err(Error::Arity);
     }
-    if !TEST_CLOCK.load(Ordering::Relaxed) {
+    if !config::test_clock_enabled() {
         return Err(CLOCK_DISABLED.into());
     }
     let sub = rm::bytes(args[1]);

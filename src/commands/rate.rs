@@ -5,16 +5,14 @@
 use super::{reply_outcome, run};
 use crate::algo::{gcra, lease, slot, window, ParamError};
 use crate::args::{options, positive, Takes};
+use crate::config::{
+    self, ACQUIRE_MAX_LIMIT, ACQUIRE_MAX_LIMIT_NAME, LOG_MAX_LIMIT, LOG_MAX_LIMIT_NAME,
+};
 use crate::error::Error;
 use crate::rm::{self, Ctx, RStr};
 use crate::rule::Rule;
 use crate::state::Algo;
-use std::sync::atomic::{AtomicI64, Ordering};
-
-/// `ratelimit.log-max-limit`: the largest limit `RL.LOG` accepts.
-pub static LOG_MAX_LIMIT: AtomicI64 = AtomicI64::new(10_000);
-/// `ratelimit.acquire-max-limit`: the largest limit `RL.ACQUIRE` accepts.
-pub static ACQUIRE_MAX_LIMIT: AtomicI64 = AtomicI64::new(10_000);
+use std::sync::atomic::AtomicI64;
 
 /// `RL.QUEUE`'s argument names (its count is always 1).
 const QUEUE_NAMES: gcra::Names = ["capacity", "count", "interval_ms"];
@@ -69,7 +67,7 @@ pub fn parse_rule(algo: Algo, a: &[RStr]) -> Result<Parsed, Error> {
             };
             let p = window::Params::new(positive(limit, "limit")?, positive(win, "window_ms")?)?;
             let rule = if algo == Algo::Log {
-                at_most_config(p.limit, &LOG_MAX_LIMIT, "ratelimit.log-max-limit")?;
+                at_most_config(p.limit, &LOG_MAX_LIMIT, LOG_MAX_LIMIT_NAME)?;
                 Rule::Log(p)
             } else {
                 Rule::Window(algo, p, 0)
@@ -81,7 +79,7 @@ pub fn parse_rule(algo: Algo, a: &[RStr]) -> Result<Parsed, Error> {
                 return Err(Error::Arity);
             };
             let p = lease::Params::new(positive(limit, "limit")?, positive(lease, "lease_ms")?)?;
-            at_most_config(p.limit, &ACQUIRE_MAX_LIMIT, "ratelimit.acquire-max-limit")?;
+            at_most_config(p.limit, &ACQUIRE_MAX_LIMIT, ACQUIRE_MAX_LIMIT_NAME)?;
             (Rule::Acquire(p), "limit", 2)
         }
     };
@@ -117,23 +115,13 @@ pub fn staggered(rule: Rule, key: RStr) -> Rule {
     }
 }
 
-/// The value of a max-limit config, as a limit.
-fn max_of(config: &AtomicI64) -> u64 {
-    u64::try_from(config.load(Ordering::Relaxed)).unwrap_or(0)
-}
-
 /// Refuses a limit above the max-limit config `name`.
 fn at_most_config(limit: u64, config: &AtomicI64, name: &'static str) -> Result<(), Error> {
-    let max = max_of(config);
+    let max = config::max_limit(config);
     if limit > max {
         return Err(ParamError::AboveConfig("limit", max, name).into());
     }
     Ok(())
-}
-
-/// The largest limit `RL.LOG` accepts now.
-pub fn log_max_limit() -> u64 {
-    max_of(&LOG_MAX_LIMIT)
 }
 
 /// `RL.<ALGO> key numbers... [options]`: parses, runs and replies. Inlined into each
