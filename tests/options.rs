@@ -541,16 +541,17 @@ fn cl_throttle_on_a_blocked_key_answers_limited_and_writes_nothing() {
     for _ in 0..2 {
         write(&s, &mut c, &args!("RL.GCRA", "cell", 2, 1, 60_000));
     }
+    // A block longer than the state's own wait (60 s).
     let r = write(
         &s,
         &mut c,
-        &args!("RL.GCRA", "cell", 2, 1, 60_000, "BLOCK", 10_000),
+        &args!("RL.GCRA", "cell", 2, 1, 60_000, "BLOCK", 90_000),
     );
-    assert_eq!(r, vec![0, 2, 0, 60_000, 120_000]);
-    assert_eq!(field(&mut c, "cell", "blocked_until_ms"), T0 + 10_000);
+    assert_eq!(r, vec![0, 2, 0, 90_000, 120_000]);
+    assert_eq!(field(&mut c, "cell", "blocked_until_ms"), T0 + 90_000);
     clock_advance(&mut c, 500);
-    // 9.5 s of the block left: 10 s rounded up; reset_after is the state's own (120 s).
-    let want = vec![1, 2, 0, 10, 120];
+    // 89.5 s of the block left: 90 s rounded up; reset_after is the state's own (120 s).
+    let want = vec![1, 2, 0, 90, 120];
     assert_eq!(
         no_write(&s, &mut c, &args!("CL.THROTTLE", "cell", 1, 1, 60)),
         want
@@ -559,11 +560,11 @@ fn cl_throttle_on_a_blocked_key_answers_limited_and_writes_nothing() {
         no_write(&s, &mut c, &args!("CL.THROTTLE", "cell", 1, 1, 60, 0)),
         want
     );
-    // After the block and one emission interval: the state as it was admits one more.
-    clock_advance(&mut c, 59_500);
+    // The block is over: the state as it was (TAT 30 s ahead) admits one more.
+    clock_advance(&mut c, 89_500);
     let before = aof(&s).len();
     let r = call(&mut c, &args!("CL.THROTTLE", "cell", 1, 1, 60));
-    assert_eq!(r, vec![0, 2, 0, -1, 120]);
+    assert_eq!(r, vec![0, 2, 0, -1, 90]);
     assert_eq!(
         propagated(&s, before),
         vec![("RL._APPLY".into(), "cell".into())]
