@@ -181,6 +181,11 @@ impl Fuzz {
                     "١٢",
                     "COST",
                     "DRYRUN",
+                    "REFUND",
+                    "PARTIAL",
+                    "RESERVE",
+                    "BLOCK",
+                    "STAGGER",
                 ];
                 b(edges[r.gen_range(0..edges.len())])
             }
@@ -234,25 +239,96 @@ impl Fuzz {
         }
     }
 
-    /// The options of a rate command: any order, repeated, any case, or garbage.
-    fn options(&mut self, acquire: bool) -> Vec<Vec<u8>> {
+    /// A word in a random case.
+    fn case(&mut self, w: &str) -> Vec<u8> {
+        let r = &mut self.rng;
+        match r.gen_range(0..3) {
+            0 => b(w),
+            1 => b(w.to_lowercase()),
+            _ => w
+                .chars()
+                .map(|c| {
+                    if r.gen_bool(0.5) {
+                        c.to_ascii_lowercase()
+                    } else {
+                        c
+                    }
+                })
+                .collect::<String>()
+                .into_bytes(),
+        }
+    }
+
+    /// The options of a rate command: any order, repeated, any case, or garbage. `limit`:
+    /// the command's limit argument, when it is a number (valid options keep within it);
+    /// `stagger`: the command takes STAGGER (FIXED, SLIDING).
+    fn options(&mut self, acquire: bool, limit: Option<i64>, stagger: bool) -> Vec<Vec<u8>> {
         let mut out = Vec::new();
+        if self.valid && acquire {
+            if self.rng.gen_range(0..5) == 0 {
+                out.push(b("DRYRUN"));
+            }
+            return out;
+        }
         if self.valid {
-            let k = b(self.rng.gen_range(1..=3).to_string());
-            let dry = self.rng.gen_range(0..5) == 0;
-            match (acquire, self.rng.gen_range(0..4), dry) {
-                (true, _, true) => out.push(b("DRYRUN")),
-                (true, _, false) | (false, 0 | 1, false) => {}
-                (false, 0 | 1, true) => out.push(b("dryrun")),
-                (false, 2, _) => out.extend([b("COST"), k]),
-                (false, _, d) => {
-                    out.extend([b("cost"), k]);
-                    if d {
-                        out.insert(0, b("DryRun"));
+            // A combination the contract allows, in a random order: one request (a spend
+            // with PARTIAL / RESERVE / BLOCK, a peek or a refund), maybe STAGGER and DRYRUN.
+            let limit = limit.unwrap_or(3).clamp(1, 1_000_000);
+            let mut groups: Vec<Vec<Vec<u8>>> = Vec::new();
+            match self.rng.gen_range(0..10) {
+                0 => groups.push(vec![self.case("COST"), b("0")]),
+                1 => {
+                    let n = match self.rng.gen_range(0..4) {
+                        0 => self.rng.gen_range(1..=1000),
+                        _ => self.rng.gen_range(1..=4),
+                    };
+                    groups.push(vec![self.case("REFUND"), b(n.to_string())]);
+                }
+                2 | 3 => {}
+                _ => {
+                    let partial = self.rng.gen_range(0..3) == 0;
+                    let reserve = if self.rng.gen_range(0..3) == 0 {
+                        Some(self.rng.gen_range(0..limit))
+                    } else {
+                        None
+                    };
+                    let room = limit - reserve.unwrap_or(0);
+                    let cost = if partial {
+                        self.rng
+                            .gen_range(1..=limit.saturating_mul(2).min(1_000_000))
+                    } else {
+                        self.rng.gen_range(1..=room.min(4))
+                    };
+                    groups.push(vec![self.case("COST"), b(cost.to_string())]);
+                    if partial {
+                        groups.push(vec![self.case("PARTIAL")]);
+                    }
+                    if let Some(r) = reserve {
+                        groups.push(vec![self.case("RESERVE"), b(r.to_string())]);
+                    }
+                    if self.rng.gen_range(0..4) == 0 {
+                        // (rarely the longest: it blocks a key of the pool for good)
+                        let ms: i64 = match self.rng.gen_range(0..40) {
+                            0 => 1_000_000_000_000,
+                            1..=4 => 3_600_000,
+                            _ => self.rng.gen_range(1..=5_000),
+                        };
+                        groups.push(vec![self.case("BLOCK"), b(ms.to_string())]);
                     }
                 }
             }
-            return out;
+            if stagger && self.rng.gen_range(0..3) == 0 {
+                groups.push(vec![self.case("STAGGER")]);
+            }
+            if self.rng.gen_range(0..5) == 0 {
+                groups.push(vec![self.case("DRYRUN")]);
+            }
+            // Shuffle the groups.
+            for i in (1..groups.len()).rev() {
+                let j = self.rng.gen_range(0..=i);
+                groups.swap(i, j);
+            }
+            return groups.into_iter().flatten().collect();
         }
         let n = match self.rng.gen_range(0..10) {
             0..=3 => 0,
@@ -261,26 +337,9 @@ impl Fuzz {
             _ => self.rng.gen_range(3..7),
         };
         for _ in 0..n {
-            let case = |r: &mut StdRng, w: &str| -> Vec<u8> {
-                match r.gen_range(0..3) {
-                    0 => b(w),
-                    1 => b(w.to_lowercase()),
-                    _ => w
-                        .chars()
-                        .map(|c| {
-                            if r.gen_bool(0.5) {
-                                c.to_ascii_lowercase()
-                            } else {
-                                c
-                            }
-                        })
-                        .collect::<String>()
-                        .into_bytes(),
-                }
-            };
-            match self.rng.gen_range(0..10) {
+            match self.rng.gen_range(0..14) {
                 0..=3 if !acquire => {
-                    let w = case(&mut self.rng, "COST");
+                    let w = self.case("COST");
                     out.push(w);
                     if self.rng.gen_range(0..10) > 0 {
                         let v = self.number();
@@ -288,12 +347,27 @@ impl Fuzz {
                     }
                 }
                 0..=7 => {
-                    let w = case(&mut self.rng, "DRYRUN");
+                    let w = self.case("DRYRUN");
                     out.push(w);
                 }
-                8 => out.push(b(
-                    ["COSTS", "DRY", "DRYRUN1", "NX", "PX"][self.rng.gen_range(0..5)]
-                )),
+                8 => out.push(b([
+                    "COSTS", "DRY", "DRYRUN1", "NX", "PX", "REFUNDS", "BLOCKED",
+                ][self.rng.gen_range(0..7)])),
+                9 | 10 => {
+                    // The new options, with or without a value, anywhere.
+                    let w = ["REFUND", "RESERVE", "BLOCK"][self.rng.gen_range(0..3)];
+                    let w = self.case(w);
+                    out.push(w);
+                    if self.rng.gen_range(0..10) > 0 {
+                        let v = self.number();
+                        out.push(v);
+                    }
+                }
+                11 | 12 => {
+                    let w = ["PARTIAL", "STAGGER"][self.rng.gen_range(0..2)];
+                    let w = self.case(w);
+                    out.push(w);
+                }
                 _ => {
                     let g = self.garbage();
                     out.push(g);
@@ -383,7 +457,8 @@ impl Fuzz {
                     let n = self.number();
                     args.push(n);
                 }
-                let o = self.options(false);
+                let limit = int_arg(&args[2]);
+                let o = self.options(false, limit, false);
                 args.extend(o);
             }
             "RL.SLIDING" | "RL.FIXED" | "RL.LOG" | "RL.QUEUE" => {
@@ -392,7 +467,9 @@ impl Fuzz {
                     let n = self.number();
                     args.push(n);
                 }
-                let o = self.options(false);
+                let limit = int_arg(&args[2]);
+                let stagger = matches!(cmd, "RL.SLIDING" | "RL.FIXED");
+                let o = self.options(false, limit, stagger);
                 args.extend(o);
             }
             "RL.ACQUIRE" => {
@@ -401,7 +478,7 @@ impl Fuzz {
                     let n = self.number();
                     args.push(n);
                 }
-                let o = self.options(true);
+                let o = self.options(true, None, false);
                 args.extend(o);
             }
             "RL.RELEASE" => {
@@ -486,14 +563,42 @@ impl Fuzz {
                     } else {
                         self.rng.gen_range(0..5)
                     };
+                    let first = args.len();
                     for _ in 0..m {
                         let x = self.number();
                         args.push(x);
                     }
+                    let limit = args.get(first).and_then(|x| int_arg(x)).unwrap_or(1);
                     if self.rng.gen_range(0..4) == 0 {
                         args.push(b("COST"));
-                        let x = if self.valid { b("1") } else { self.number() };
+                        let x = match (self.valid, self.rng.gen_range(0..3)) {
+                            (true, 0) => b("0"),
+                            (true, _) => b("1"),
+                            (false, _) => self.number(),
+                        };
                         args.push(x);
+                    }
+                    if self.rng.gen_range(0..5) == 0
+                        && !(self.valid && args.last() == Some(&b("0")))
+                    {
+                        args.push(self.case("RESERVE"));
+                        let x = if self.valid && limit > 1 {
+                            b(self.rng.gen_range(0..limit.min(1_000_000) - 1).to_string())
+                        } else {
+                            self.number()
+                        };
+                        args.push(x);
+                    }
+                    if (a == 2 || a == 3 || !self.valid) && self.rng.gen_range(0..4) == 0 {
+                        args.push(self.case("STAGGER"));
+                    }
+                    if !self.valid && self.rng.gen_range(0..10) == 0 {
+                        let w = ["PARTIAL", "REFUND", "BLOCK"][self.rng.gen_range(0..3)];
+                        args.push(self.case(w));
+                        if w != "PARTIAL" {
+                            let x = self.number();
+                            args.push(x);
+                        }
                     }
                 }
                 if self.rng.gen_range(0..5) == 0 {
@@ -602,15 +707,49 @@ fn check_shape(cmd: &str, args: &[Vec<u8>], v: &Value) -> Result<(), String> {
         _ => None,
     };
     let limit_arg = args.get(2).and_then(|a| int_arg(a));
+    // The options after the key (a success means they parsed as options).
+    let opt = |w: &[u8]| args.iter().skip(2).position(|x| x.eq_ignore_ascii_case(w));
+    let partial = opt(b"PARTIAL").is_some();
+    let value_of = |w: &[u8]| {
+        opt(w)
+            .and_then(|i| args.get(i + 3))
+            .and_then(|x| int_arg(x))
+    };
+    let peek = value_of(b"COST") == Some(0);
+    let refund = opt(b"REFUND").is_some();
+    // A peek or a refund: allowed, nothing to wait for. PARTIAL: `granted` last, at most
+    // the cost, at least 1 exactly when admitted.
+    let options = |f: &[i64]| -> Result<(), String> {
+        if (peek || refund) && (f[0] != 1 || f[3] != 0) {
+            return Err(format!("a peek or refund answered {f:?}"));
+        }
+        if partial {
+            let g = f[f.len() - 1];
+            let cost = value_of(b"COST").unwrap_or(1);
+            if g < 0 || g > cost || (g >= 1) != (f[0] == 1) {
+                return Err(format!("granted {g} of {cost} with allowed {}", f[0]));
+            }
+        }
+        Ok(())
+    };
     match cmd {
         "RL.GCRA" | "RL.TOKENBUCKET" | "RL.SLIDING" | "RL.FIXED" | "RL.LOG" => {
-            let a = arr.filter(|a| a.len() == 5).ok_or("not an array of 5")?;
-            standard(&ints(a, 5)?, limit_arg)
+            let n = 5 + usize::from(partial);
+            let a = arr
+                .filter(|a| a.len() == n)
+                .ok_or(format!("not an array of {n}"))?;
+            let f = ints(a, n)?;
+            standard(&f, limit_arg)?;
+            options(&f)
         }
         "RL.QUEUE" => {
-            let a = arr.filter(|a| a.len() == 6).ok_or("not an array of 6")?;
-            let f = ints(a, 6)?;
+            let n = 6 + usize::from(partial);
+            let a = arr
+                .filter(|a| a.len() == n)
+                .ok_or(format!("not an array of {n}"))?;
+            let f = ints(a, n)?;
             standard(&f, limit_arg)?;
+            options(&f)?;
             match (f[0], f[5]) {
                 (0, 0) => Ok(()),
                 (1, d) if d >= 0 && d <= f[4] => Ok(()),
@@ -721,8 +860,18 @@ fn check_shape(cmd: &str, args: &[Vec<u8>], v: &Value) -> Result<(), String> {
                 };
                 rules.push((w, int_arg(&args[i + 1])));
                 i += 1 + m;
-                if args.get(i).is_some_and(|x| x.eq_ignore_ascii_case(b"COST")) {
-                    i += 2;
+                // The rule's options: COST n, RESERVE r, STAGGER, in any order.
+                loop {
+                    match args.get(i) {
+                        Some(x)
+                            if x.eq_ignore_ascii_case(b"COST")
+                                || x.eq_ignore_ascii_case(b"RESERVE") =>
+                        {
+                            i += 2
+                        }
+                        Some(x) if x.eq_ignore_ascii_case(b"STAGGER") => i += 1,
+                        _ => break,
+                    }
                 }
             }
             let mut first_refusal = 0;
@@ -1009,7 +1158,8 @@ fn fuzz_every_command() {
                     "RL.ALL" => {
                         !dry && matches!(v, Value::Array(items) if items.first() == Some(&Value::Int(1)))
                     }
-                    _ => !dry,
+                    // A peek (COST 0) writes nothing.
+                    _ => !dry && !is_peek(cmd, a),
                 };
             for (key, before) in before {
                 let adopt = *cmd == "CL.THROTTLE" && !is_err;
@@ -1092,6 +1242,24 @@ fn fuzz_every_command() {
     for (e, n) in &f.errors {
         eprintln!("  {n:>7}  {e}");
     }
+    // Every option of "Beyond yes or no" took effect at least once.
+    let stats = text(&ok(&mut ctl, &args!("INFO", "ratelimit")));
+    for name in [
+        "peeks",
+        "refunds",
+        "partial_short_grants",
+        "reserve_refusals",
+        "blocks_set",
+        "blocked_refusals",
+    ] {
+        let n: u64 = info_field(&mut ctl, "ratelimit", &format!("ratelimit_{name}"))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        eprintln!("  ratelimit_{name}: {n}");
+        if secs >= 10 {
+            assert!(n > 0, "no {name} in {} calls:\n{stats}", f.n);
+        }
+    }
     // Every command was reached with a successful reply (except the internal one).
     for (cmd, _) in COMMANDS {
         if cmd != "RL._APPLY" && secs >= 10 {
@@ -1101,6 +1269,14 @@ fn fuzz_every_command() {
             );
         }
     }
+}
+
+/// A rate command's `COST 0` (a peek, which writes nothing).
+fn is_peek(cmd: &str, a: &[Vec<u8>]) -> bool {
+    cmd.starts_with("RL.")
+        && a.windows(2)
+            .skip(2)
+            .any(|w| w[0].eq_ignore_ascii_case(b"COST") && int_arg(&w[1]) == Some(0))
 }
 
 /// The keys a call names (for the before/after comparison): argument 1, or RL.ALL's
@@ -1154,11 +1330,22 @@ fn snap_b(con: &mut Connection, key: &[u8]) -> KeySnapB {
         "none" => None,
         "ratelimit" => match one(con, "RL.INFO") {
             Value::Array(items) => {
-                let kept: Vec<Value> = items
+                // Without what depends on the reading clock (shown only while a block is in
+                // force, blocked_until_ms); the digest of the stored encoding covers it.
+                let mut kept: Vec<Value> = items
                     .chunks(2)
-                    .filter(|p| text(&p[0]) != "ttl_ms" && text(&p[0]) != "tokens")
+                    .filter(|p| {
+                        !matches!(
+                            text(&p[0]).as_str(),
+                            "ttl_ms" | "tokens" | "blocked_until_ms"
+                        )
+                    })
                     .flat_map(|p| p.to_vec())
                     .collect();
+                let d = con
+                    .req_command(redis::cmd("DEBUG").arg("DIGEST-VALUE").arg(key))
+                    .unwrap_or_else(|e| panic!("DEBUG DIGEST-VALUE: {e} (server crashed?)"));
+                kept.push(d);
                 Some(Value::Array(kept))
             }
             other => Some(other),
