@@ -9,6 +9,9 @@
 #   bash bench/instructions.sh                 # every case
 #   bash bench/instructions.sh gcra incr       # only the cases whose name contains a word
 #
+# The floor row is bench/floor/floor.c (see there): what the module API forces on a rate
+# command; xfloor is each row against it.
+#
 # Writes the table to stdout and to bench/results/instructions.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +29,17 @@ fi
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+
+# The floor (bench/floor/floor.c): what the module API forces on a rate command, built
+# against the redismodule.h that the redis-module crate ships.
+header=$(find "${CARGO_HOME:-$HOME/.cargo}/registry/src" -path '*redis-module-2.0.8/src/include/redismodule.h' 2>/dev/null | head -1)
+FLOOR_SO=
+if [ -n "$header" ] && cc -O2 -fPIC -shared -std=gnu99 -I"$(dirname "$header")" \
+    -o "$tmp/floor.so" bench/floor/floor.c 2>"$tmp/floor.log"; then
+  FLOOR_SO=$tmp/floor.so
+else
+  echo "==> instructions: floor module not built (no redismodule.h or no cc), floor row skipped" >&2
+fi
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 
 # name | command for redis-benchmark (Lua: "lua:<script> args...")
@@ -33,6 +47,7 @@ CASES=(
   "INCR|INCR b:__rand_int__"
   "SET|SET b:__rand_int__ xxx"
   "SET PX|SET b:__rand_int__ xxx PX 3600000"
+  "floor|floor:FLOOR.HIT b:__rand_int__ 1000000 1 1000"
   "RL.GCRA|RL.GCRA b:__rand_int__ 1000000 1 1000"
   "RL.TOKENBUCKET|RL.TOKENBUCKET b:__rand_int__ 1000000 1 1000"
   "RL.SLIDING|RL.SLIDING b:__rand_int__ 1000 60000"
@@ -59,13 +74,18 @@ CASES=(
 measure() { # name, command...
   local name=$1; shift
   local cg="$tmp/cg.out"
+  local module=$MODULE
+  local argv=("$@")
+  if [[ ${argv[0]} == floor:* ]]; then
+    module=$FLOOR_SO
+    argv[0]=${argv[0]#floor:}
+  fi
   rm -f "$cg"
   valgrind --tool=callgrind --callgrind-out-file="$cg" --toggle-collect=call \
     redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$tmp" \
-    --loadmodule "$MODULE" >"$tmp/server.log" 2>&1 &
+    --loadmodule "$module" >"$tmp/server.log" 2>&1 &
   local pid=$!
   for _ in $(seq 1 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.2; done
-  local argv=("$@")
   if [[ ${argv[0]} == lua:* ]]; then
     local script=${argv[0]#lua:}
     local sha
@@ -93,7 +113,8 @@ declare -A RESULT
 order=()
 for c in "${CASES[@]}"; do
   name=${c%%|*}; cmd=${c#*|}
-  [ "$name" = INCR ] || wanted "$name" || continue
+  [ "$name" = INCR ] || [ "$name" = floor ] || wanted "$name" || continue
+  [ "$name" = floor ] && [ -z "$FLOOR_SO" ] && continue
   # shellcheck disable=SC2086
   RESULT[$name]=$(measure "$name" $cmd)
   order+=("$name")
@@ -103,14 +124,18 @@ done
 incr=${RESULT[INCR]}
 {
   echo "== instructions per call (callgrind, $(redis-server --version | awk '{print $3}'), $N calls on $KEYS keys, -P 16, no AOF, no replica)"
-  printf '%-16s %12s %8s %10s\n' case instr/call xINCR "lua/module"
+  printf '%-16s %12s %8s %8s %10s\n' case instr/call xINCR xfloor "lua/module"
   for name in "${order[@]}"; do
     v=${RESULT[$name]}
+    xfloor=""
+    if [[ -n ${RESULT[floor]:-} ]]; then
+      xfloor=$(awk -v a="$v" -v b="${RESULT[floor]}" 'BEGIN {printf "%.2f", a / b}')
+    fi
     lua=""
     key="lua $(echo "${name#RL.}" | tr 'A-Z' 'a-z')"
     if [[ $name == RL.* && -n ${RESULT[$key]:-} ]]; then
       lua=$(awk -v a="${RESULT[$key]}" -v b="$v" 'BEGIN {printf "%.1f", a / b}')
     fi
-    printf '%-16s %12s %8s %10s\n' "$name" "$v" "$(awk -v a="$v" -v b="$incr" 'BEGIN {printf "%.2f", a / b}')" "$lua"
+    printf '%-16s %12s %8s %8s %10s\n' "$name" "$v" "$(awk -v a="$v" -v b="$incr" 'BEGIN {printf "%.2f", a / b}')" "$xfloor" "$lua"
   done
 } | tee "$OUT"

@@ -556,9 +556,26 @@ fn cl_throttle_on_a_blocked_key_answers_limited_and_writes_nothing() {
         no_write(&s, &mut c, &args!("CL.THROTTLE", "cell", 1, 1, 60)),
         want
     );
+    // redis-cell's peek (quantity 0) answers as RL.*'s peeks do: not limited, nothing left.
     assert_eq!(
         no_write(&s, &mut c, &args!("CL.THROTTLE", "cell", 1, 1, 60, 0)),
-        want
+        vec![0, 2, 0, -1, 120]
+    );
+    // A block shorter than the state's own wait: retry_after is the state's.
+    let r = write(
+        &s,
+        &mut c,
+        &args!("RL.GCRA", "short", 2, 1, 60_000, "COST", 2),
+    );
+    assert_eq!(r, vec![1, 2, 0, 0, 120_000]);
+    write(
+        &s,
+        &mut c,
+        &args!("RL.GCRA", "short", 2, 1, 60_000, "BLOCK", 10_000),
+    );
+    assert_eq!(
+        no_write(&s, &mut c, &args!("CL.THROTTLE", "short", 1, 1, 60)),
+        vec![1, 2, 0, 60, 120]
     );
     // The block is over: the state as it was (TAT 30 s ahead) admits one more.
     clock_advance(&mut c, 89_500);

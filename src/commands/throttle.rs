@@ -67,14 +67,26 @@ pub fn throttle(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
         }
     };
     if blocked_until_us > now_us {
-        // What the state alone shows (a peek: nothing written), refused until the block ends.
-        let (mut reply, _, _) = cell::throttle(tat, &p, 0, now_ns);
+        // Refused until the block ends, and no sooner than the state alone would admit this
+        // quantity; a peek (quantity 0) is answered as RL.*'s are: not limited, nothing
+        // remaining. Nothing is written.
+        let (peek, _, _) = cell::throttle(tat, &p, 0, now_ns);
+        let (alone, _, _) = cell::throttle(tat, &p, quantity, now_ns);
         let left_s = i64::try_from((blocked_until_us - now_us).div_ceil(1_000_000)).unwrap_or(0);
-        reply.limited = true;
+        let mut reply = peek;
         reply.remaining = 0;
-        reply.retry_after_s = left_s;
         reply.reset_after_s = reply.reset_after_s.max(left_s);
-        crate::stats::decided(false);
+        if quantity > 0 {
+            reply.limited = true;
+            reply.retry_after_s = match (alone.limited, alone.retry_after_s) {
+                // Above the limit: never admitted, as redis-cell answers.
+                (true, -1) => -1,
+                (true, r) => r.max(left_s),
+                (false, _) => left_s,
+            };
+            crate::stats::decided(false);
+            crate::stats::events(crate::rule::event::BLOCKED);
+        }
         return reply_cell(ctx, &reply);
     }
     let (reply, stored, ttl_ns) = cell::throttle(tat, &p, quantity, now_ns);
