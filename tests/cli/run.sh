@@ -14,10 +14,12 @@
 #
 # Case file format (tests/cli/*.cli), one redis-cli session per file:
 #   > COMMAND ARG ...   A command, typed as at the redis-cli prompt (same quoting rules:
-#                       "a b" is one argument). It is run as
-#                           echo 'COMMAND ARG ...' | redis-cli -h 127.0.0.1 -p PORT --no-raw
-#                       i.e. a fresh connection per command, output in the format a user
-#                       sees at the interactive prompt.
+#                       "a b" is one argument). A file's commands are piped into one
+#                           redis-cli -h 127.0.0.1 -p PORT --no-raw
+#                       (a new one where @server or @resp changes), each followed by an
+#                       ECHO whose reply separates the outputs: the format a user sees at
+#                       the interactive prompt, and a file runs in milliseconds, so no key's
+#                       real TTL runs out between its commands however loaded the machine.
 #   expected lines      The lines after a `>` line, up to the next `>` or `@` line, are the
 #                       expected output, exactly (leading spaces count):
 #                           (integer) 5    "text"    OK    (nil)    (error) ERR ...
@@ -156,29 +158,34 @@ server_died() {
     return 0
 }
 
-# The case being collected: command, where it is, server, protocol, expected lines.
-c_cmd="" c_where="" c_server="" c_resp="" c_pending=0
-c_exp=()
+# The cases of one file, collected first: command, where it is, server, protocol, and the
+# expected lines (joined by newlines). They then run in batches (run_file), one redis-cli
+# per stretch of cases on the same server and protocol, so a file takes milliseconds and a
+# key's real TTL never runs out between two of its commands however slow the machine.
+c_cmd=() c_where=() c_server=() c_resp=() c_exp=() c_nexp=()
+MARK=__rl_cli_case_end__
 
-run_case() {
-    ((c_pending)) || return 0
-    c_pending=0
-    local out rc i ok=1 e a re
-    local args=(-h 127.0.0.1 -p "${PORT[$c_server]}" --no-raw)
-    [[ "$c_resp" == 3 ]] && args+=(-3)
-    out=$(printf '%s\n' "$c_cmd" | timeout "$TIMEOUT" "$CLI" "${args[@]}" 2>&1)
-    rc=$?
-    ((rc == 124)) && out+=$'\n'"<no reply within ${TIMEOUT}s>"
-    local act=()
+add_case() { # command where server resp
+    c_cmd+=("$1") c_where+=("$2") c_server+=("$3") c_resp+=("$4") c_exp+=("") c_nexp+=(0)
+}
+
+add_expected() { # line
+    local n=$((${#c_exp[@]} - 1))
+    if ((c_nexp[n])); then c_exp[n]+=$'\n'"$1"; else c_exp[n]=$1; fi
+    c_nexp[n]=$((c_nexp[n] + 1))
+}
+
+# check_case I OUTPUT: compares case I's expected lines with OUTPUT and reports.
+check_case() {
+    local i=$1 out=$2 ok=1 j e a re
+    local exp=() act=()
+    ((c_nexp[i])) && mapfile -t exp <<<"${c_exp[i]}"
     if [[ -n "$out" ]]; then mapfile -t act <<<"${out//$'\r'/}"; fi
-
-    if ((${#c_exp[@]} == 0)); then
-        ok=0
-    elif ((${#c_exp[@]} != ${#act[@]})); then
+    if ((${#exp[@]} == 0)) || ((${#exp[@]} != ${#act[@]})); then
         ok=0
     else
-        for ((i = 0; i < ${#c_exp[@]}; i++)); do
-            e=${c_exp[i]} a=${act[i]}
+        for ((j = 0; j < ${#exp[@]}; j++)); do
+            e=${exp[j]} a=${act[j]}
             if [[ "$e" == "~ "* ]]; then
                 re=${e#"~ "}
                 [[ "$a" =~ ^($re)$ ]] || { ok=0; break; }
@@ -187,24 +194,65 @@ run_case() {
             fi
         done
     fi
-
     if ((ok)); then
         passed=$((passed + 1))
-        printf 'PASS %s  %s\n' "$c_where" "$c_cmd"
+        printf 'PASS %s  %s\n' "${c_where[i]}" "${c_cmd[i]}"
     else
         failed=$((failed + 1))
-        printf 'FAIL %s  %s\n' "$c_where" "$c_cmd"
-        if ((${#c_exp[@]} == 0)); then
+        printf 'FAIL %s  %s\n' "${c_where[i]}" "${c_cmd[i]}"
+        if ((${#exp[@]} == 0)); then
             echo "    (case file error: no expected output under this command)"
         fi
         diff -u --label expected --label got \
-            <(((${#c_exp[@]})) && printf '%s\n' "${c_exp[@]}") \
+            <(((${#exp[@]})) && printf '%s\n' "${exp[@]}") \
             <(((${#act[@]})) && printf '%s\n' "${act[@]}") | sed 's/^/    /'
-        if printf '%s\n' "${c_exp[@]}" | grep -q '^~ '; then
+        if ((${#exp[@]})) && printf '%s\n' "${exp[@]}" | grep -q '^~ '; then
             echo "    (expected lines starting with '~ ' are regexes; they show in the diff even when they match)"
         fi
-        server_died "$c_server"
+        server_died "${c_server[i]}"
     fi
+}
+
+# run_batch FROM TO: cases FROM..TO-1 (same server and protocol) through one redis-cli,
+# each followed by `ECHO $MARK`, whose reply separates the cases' outputs.
+run_batch() {
+    local from=$1 to=$2 i input="" out rc
+    local args=(-h 127.0.0.1 -p "${PORT[${c_server[from]}]}" --no-raw)
+    [[ "${c_resp[from]}" == 3 ]] && args+=(-3)
+    for ((i = from; i < to; i++)); do input+="${c_cmd[i]}"$'\n'"ECHO $MARK"$'\n'; done
+    out=$(printf '%s' "$input" | timeout "$((TIMEOUT * (to - from)))" "$CLI" "${args[@]}" 2>&1)
+    rc=$?
+    ((rc == 124)) && out+=$'\n'"<no reply within $((TIMEOUT * (to - from)))s>"
+    local lines=() line cur="" have=0
+    mapfile -t lines <<<"${out//$'\r'/}"
+    i=$from
+    for line in "${lines[@]}"; do
+        if [[ "$line" == "\"$MARK\"" ]] && ((i < to)); then
+            check_case "$i" "$cur"
+            i=$((i + 1)) cur="" have=0
+        elif ((have)); then
+            cur+=$'\n'"$line"
+        else
+            cur=$line have=1
+        fi
+    done
+    # Cases without their marker: the connection or the server went away (or timed out).
+    for (( ; i < to; i++)); do
+        check_case "$i" "$cur"
+        cur=""
+    done
+}
+
+# run_file: runs the collected cases in batches, then forgets them.
+run_file() {
+    local n=${#c_cmd[@]} from=0 i
+    for ((i = 1; i <= n; i++)); do
+        if ((i == n)) || [[ "${c_server[i]}/${c_resp[i]}" != "${c_server[from]}/${c_resp[from]}" ]]; then
+            run_batch "$from" "$i"
+            from=$i
+        fi
+    done
+    c_cmd=() c_where=() c_server=() c_resp=() c_exp=() c_nexp=()
 }
 
 format_error() {
@@ -215,7 +263,6 @@ format_error() {
 for file in "${FILES[@]}"; do
     name=$(basename "$file")
     echo "== $name"
-    c_server=clock c_resp=2 c_pending=0
     server=clock resp=2
     lineno=0
     while IFS= read -r line || [[ -n "$line" ]]; do
@@ -223,14 +270,11 @@ for file in "${FILES[@]}"; do
         line=${line%$'\r'}
         case "$line" in
         "> "*)
-            run_case
-            c_cmd=${line#"> "} c_where="$name:$lineno" c_server=$server c_resp=$resp
-            c_exp=() c_pending=1
+            add_case "${line#"> "}" "$name:$lineno" "$server" "$resp"
             ;;
         "#"* | "")
             ;;
         "@"*)
-            run_case
             read -r directive value extra <<<"${line#@}"
             case "$directive" in
             server)
@@ -247,15 +291,15 @@ for file in "${FILES[@]}"; do
             esac
             ;;
         *)
-            if ((c_pending)); then
-                c_exp+=("$line")
+            if ((${#c_cmd[@]})); then
+                add_expected "$line"
             else
                 format_error "$name:$lineno" "expected output before any '> command' line"
             fi
             ;;
         esac
     done <"$file"
-    run_case
+    run_file
 done
 
 for name in "${!PID[@]}"; do
