@@ -55,20 +55,6 @@ impl Algo {
         }
     }
 
-    fn from_tag(tag: u8) -> Option<Algo> {
-        [
-            Algo::Gcra,
-            Algo::TokenBucket,
-            Algo::Sliding,
-            Algo::Fixed,
-            Algo::Log,
-            Algo::Queue,
-            Algo::Concurrency,
-        ]
-        .into_iter()
-        .find(|a| a.tag() == tag)
-    }
-
     fn tag(self) -> u8 {
         match self {
             Algo::Gcra => 1,
@@ -174,15 +160,6 @@ impl Encoded {
         }
     }
 
-    /// The algorithm of the encoded state.
-    pub fn algo(&self) -> Algo {
-        self.bytes()
-            .get(9)
-            .copied()
-            .and_then(Algo::from_tag)
-            .unwrap_or(Algo::Gcra)
-    }
-
     /// The state's encoding (RDB, DEBUG DIGEST).
     pub fn as_slice(&self) -> &[u8] {
         self.bytes().get(8..).unwrap_or(&[])
@@ -270,16 +247,18 @@ impl Reader<'_> {
 const MAX_TIME_US: u64 = MAX_TIME_MS * 2 * US_PER_MS;
 
 impl State {
+    /// The state's algorithm (a blocked state's is the wrapped one's). Not recursive (a
+    /// block never wraps a block), so it inlines on the hot path.
+    #[inline]
     pub fn algo(&self) -> Algo {
-        match self {
+        match self.unblocked() {
             State::Gcra(_) => Algo::Gcra,
             State::TokenBucket(_) => Algo::TokenBucket,
             State::Queue(_) => Algo::Queue,
             State::Sliding(_) => Algo::Sliding,
             State::Fixed(_) => Algo::Fixed,
             State::Log(_) => Algo::Log,
-            State::Concurrency(_) => Algo::Concurrency,
-            State::Blocked(b) => b.state.algo(),
+            State::Concurrency(_) | State::Blocked(_) => Algo::Concurrency,
         }
     }
 
@@ -293,6 +272,7 @@ impl State {
     }
 
     /// The state without its penalty, if it has one.
+    #[inline]
     pub fn unblocked(&self) -> &State {
         match self {
             State::Blocked(b) => &b.state,
@@ -302,6 +282,21 @@ impl State {
 
     /// The encoded form.
     pub fn encode(&self) -> Encoded {
+        let State::Blocked(b) = self else {
+            return self.encode_plain();
+        };
+        let inner = b.state.encode_plain();
+        // The wrapped state's own tag and fields, after its codec version.
+        let body = inner.as_slice().get(1..).unwrap_or(&[]);
+        let mut e = Encoded::tagged(BLOCKED_TAG, 8 + body.len());
+        e.push(b.until_us);
+        e.push_bytes(body);
+        e
+    }
+
+    /// The encoded form of a state that is not blocked (a blocked one encodes as nothing:
+    /// [`State::encode`] handles it).
+    fn encode_plain(&self) -> Encoded {
         match self {
             State::Gcra(b) | State::TokenBucket(b) | State::Queue(b) => {
                 let mut e = Encoded::new(self.algo(), 5);
@@ -342,15 +337,7 @@ impl State {
                 }
                 e
             }
-            State::Blocked(b) => {
-                let inner = b.state.encode();
-                // The wrapped state's own tag and fields, after its codec version.
-                let body = inner.as_slice().get(1..).unwrap_or(&[]);
-                let mut e = Encoded::tagged(BLOCKED_TAG, 8 + body.len());
-                e.push(b.until_us);
-                e.push_bytes(body);
-                e
-            }
+            State::Blocked(_) => Encoded::tagged(BLOCKED_TAG, 0),
             State::Concurrency(c) => {
                 let s = &c.leases;
                 let n = s.leases.len();
