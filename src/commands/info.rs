@@ -18,7 +18,7 @@ pub fn info(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
     let [_, name] = args else {
         return Err(Error::Arity);
     };
-    let key = Key::open(ctx, *name, false);
+    let key = Key::open(ctx, name, false);
     let s = match datatype::slot(&key) {
         Slot::Empty => {
             rm::reply_null(ctx);

@@ -21,8 +21,8 @@ fn parse_cell_string(b: &[u8]) -> Option<u64> {
 
 pub fn throttle(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
     let (name, burst, count, period, quantity) = match args {
-        [_, k, b, c, p] => (*k, *b, *c, *p, None),
-        [_, k, b, c, p, q] => (*k, *b, *c, *p, Some(*q)),
+        [_, k, b, c, p] => (k, b, c, p, None),
+        [_, k, b, c, p, q] => (k, b, c, p, Some(q)),
         _ => return Err(Error::Arity),
     };
     let p = cell::Params::new(
