@@ -9,6 +9,8 @@
 //! AOF), `config`, `stats` (INFO), `clock`, `error` and `rm` (the raw module API: the only
 //! file with `unsafe`, holding the command entry point and the type and INFO callbacks).
 
+// Every unsafe block (all in `rm`) says why it is sound.
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod algo;
 pub mod args;
