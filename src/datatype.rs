@@ -328,7 +328,7 @@ pub enum Slot<'a> {
 }
 
 /// Looks at an open key.
-pub fn slot(key: &Key) -> Slot<'_> {
+pub fn slot(key: &mut Key) -> Slot<'_> {
     match key.kind() {
         raw::REDISMODULE_KEYTYPE_EMPTY => Slot::Empty,
         raw::REDISMODULE_KEYTYPE_MODULE => match key.value() {
@@ -344,7 +344,7 @@ pub fn slot(key: &Key) -> Slot<'_> {
 
 /// Stores `s` in an open (writable) key: in place when it holds a boxed state of ours,
 /// swapped in when it holds a packed one (both keep the key's TTL), else as a new value.
-pub fn store(key: &Key, s: State) -> bool {
+pub fn store(key: &mut Key, s: State) -> bool {
     // What the key holds, without unpacking a packed value (the caller just did).
     let packed = match key.value() {
         Some(Stored::Boxed(b)) => {

@@ -389,11 +389,9 @@ impl Key {
         api!(RedisModule_KeyType(self.ptr) else 0) as isize
     }
 
-    /// The key's value if it is of the module's type (None for any other key).
-    ///
-    /// The command layer takes one such view of a key at a time and lets it go before it
-    /// writes the key (the borrow of the key says how long the view is valid).
-    pub fn value(&self) -> Option<Stored<'_>> {
+    /// The key's value if it is of the module's type (None for any other key), borrowed
+    /// from the key: one view at a time, which ends before the key is written or closed.
+    pub fn value(&mut self) -> Option<Stored<'_>> {
         let ty = type_ptr();
         // A null type (not registered) or another type's key: not ours.
         if ty.is_null() || api!(RedisModule_ModuleTypeGetType(self.ptr) else ptr::null_mut()) != ty
@@ -405,14 +403,17 @@ impl Key {
             return Some(Stored::Word(v as usize));
         }
         // SAFETY: a value of our type that is not a word is a `Box<State>` pointer this
-        // module created (`Owned::boxed`), owned by the key while it lives; the server's
-        // main thread is the only one that runs commands, and the command layer holds one
-        // view of a key at a time, for no longer than the key is open (the borrow of `self`).
+        // module created (`Owned::boxed`), owned by the key's value while it is stored. The
+        // `&mut` borrows `self` exclusively: no other view of this key exists while it
+        // lives, and the key can be neither written (`set_value`, `replace_value`, `delete`
+        // take `&mut self`) nor closed before it ends. Commands run on the server's main
+        // thread only. (Two `Key`s open on the same key at once do not happen: a command
+        // opens each of its keys once, and RL.ALL refuses duplicate keys.)
         unsafe { v.cast::<State>().as_mut() }.map(Stored::Boxed)
     }
 
     /// Stores a new value (the key takes ownership on success; freed on failure).
-    pub fn set_value(&self, v: Owned) -> bool {
+    pub fn set_value(&mut self, v: Owned) -> bool {
         let ok = api!(RedisModule_ModuleTypeSetValue(self.ptr, type_ptr(), v.0) else ERR) == OK;
         if ok {
             v.into_raw();
@@ -421,7 +422,7 @@ impl Key {
     }
 
     /// Swaps in a new value, keeping the key and its TTL; the old one is freed.
-    pub fn replace_value(&self, v: Owned) -> bool {
+    pub fn replace_value(&mut self, v: Owned) -> bool {
         let mut old: *mut c_void = ptr::null_mut();
         let ok = api!(RedisModule_ModuleTypeReplaceValue(self.ptr, type_ptr(), v.0, &mut old) else ERR)
             == OK;
@@ -433,7 +434,7 @@ impl Key {
         ok
     }
 
-    pub fn delete(&self) {
+    pub fn delete(&mut self) {
         api!(RedisModule_DeleteKey(self.ptr) else ERR);
     }
 

@@ -127,12 +127,12 @@ pub fn all(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
     }
     let (items, dryrun) = parse(args)?;
     let now = clock::now_us();
-    let keys: Vec<Key> = items
+    let mut keys: Vec<Key> = items
         .iter()
         .map(|it| Key::open(ctx, it.key, !dryrun))
         .collect();
     let mut states = Vec::with_capacity(items.len());
-    for (it, key) in items.iter().zip(&keys) {
+    for (it, key) in items.iter().zip(keys.iter_mut()) {
         states.push(state_of(key, it.rule.algo())?);
     }
     // Pass 1: every rule decides without writing.
@@ -151,12 +151,15 @@ pub fn all(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
         .zip(states.iter_mut())
         .map(|(it, st)| decide(it, st))
         .collect();
+    // The dry run changed no state: pass 2 reads each key again (one view of a key at a
+    // time, and a packed state unpacks to the same value).
+    drop(states);
     let refused_by = outs.iter().position(|o| !o.decision.allowed);
     if refused_by.is_none() && !dryrun {
         // Pass 2: all admit, so each spends, in one atomic step (effects are replicated
         // together: Redis wraps a command's several effects in MULTI/EXEC).
-        for (i, (it, st)) in items.iter().zip(states.drain(..)).enumerate() {
-            let mut held = st;
+        for (i, (it, key)) in items.iter().zip(keys.iter_mut()).enumerate() {
+            let mut held = state_of(key, it.rule.algo())?;
             let mut fresh = None;
             let state: &mut crate::state::State = match held.as_mut() {
                 Some(h) => h,
@@ -166,9 +169,7 @@ pub fn all(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
             if out.wrote {
                 let eff = effect(state);
                 let owned = held.map_or(fresh, Held::to_store);
-                if let Some(k) = keys.get(i) {
-                    commit(ctx, k, it.key, owned, eff, out.decision.reset_after_ms);
-                }
+                commit(ctx, key, it.key, owned, eff, out.decision.reset_after_ms);
             }
             if let Some(o) = outs.get_mut(i) {
                 *o = out;

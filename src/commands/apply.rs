@@ -20,11 +20,11 @@ pub fn apply(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
     // where Redis appends PEXPIREAT itself) and the state's encoding.
     let (at, s) = split_payload(rm::bytes(payload)).map_err(|_| Error::from(APPLY_PAYLOAD))?;
     let algo = s.algo();
-    let key = Key::open(ctx, name, true);
-    if let datatype::Slot::Foreign = datatype::slot(&key) {
+    let mut key = Key::open(ctx, name, true);
+    if let datatype::Slot::Foreign = datatype::slot(&mut key) {
         key.delete();
     }
-    if !datatype::store(&key, s) {
+    if !datatype::store(&mut key, s) {
         return Err(APPLY_PAYLOAD.into());
     }
     if let Some(at) = at {

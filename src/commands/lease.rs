@@ -16,8 +16,8 @@ fn with_leases(
     f: impl FnOnce(&mut lease::Leases, u64) -> bool,
 ) -> Result<(), Error> {
     let now = clock::now_us();
-    let key = Key::open(ctx, name, true);
-    let done = match state_of(&key, Algo::Concurrency)? {
+    let mut key = Key::open(ctx, name, true);
+    let done = match state_of(&mut key, Algo::Concurrency)? {
         Some(mut held) => {
             let (changed, ttl) = match &mut *held {
                 State::Concurrency(c) => {
@@ -28,7 +28,8 @@ fn with_leases(
             };
             if changed {
                 let eff = effect(&held);
-                commit(ctx, &key, name, held.to_store(), eff, ttl);
+                let owned = held.to_store();
+                commit(ctx, &mut key, name, owned, eff, ttl);
             }
             changed
         }

@@ -104,7 +104,7 @@ pub fn count(req: &Request, o: &Outcome) {
 }
 
 /// The key's state if it holds one of `algo`: `Ok(None)` when empty, `WRONGTYPE` otherwise.
-pub fn state_of(key: &Key, algo: Algo) -> Result<Option<Held<'_>>, Error> {
+pub fn state_of(key: &mut Key, algo: Algo) -> Result<Option<Held<'_>>, Error> {
     match datatype::slot(key) {
         Slot::Empty => Ok(None),
         Slot::Ours(s) if s.algo() == algo => Ok(Some(s)),
@@ -117,8 +117,8 @@ pub fn state_of(key: &Key, algo: Algo) -> Result<Option<Held<'_>>, Error> {
 /// [`Rule::request`]), stores the new state with its TTL and propagates the effect.
 pub fn run(ctx: Ctx, name: &RStr, rule: &Rule, req: &Request) -> Result<Outcome, Error> {
     let now = mclock::now_us();
-    let key = Key::open(ctx, name, req.commit);
-    let mut held = state_of(&key, rule.algo())?;
+    let mut key = Key::open(ctx, name, req.commit);
+    let mut held = state_of(&mut key, rule.algo())?;
     let mut fresh = None;
     let state: &mut State = match held.as_mut() {
         Some(h) => h,
@@ -129,7 +129,7 @@ pub fn run(ctx: Ctx, name: &RStr, rule: &Rule, req: &Request) -> Result<Outcome,
     if out.wrote {
         let eff = effect(state);
         let owned = held.map_or(fresh, Held::to_store);
-        commit(ctx, &key, name, owned, eff, out.decision.reset_after_ms);
+        commit(ctx, &mut key, name, owned, eff, out.decision.reset_after_ms);
     }
     Ok(out)
 }
@@ -152,7 +152,14 @@ pub fn effect(s: &State) -> Effect {
 /// word; a boxed one was updated in place), sets the TTL to `ttl_ms`, signals the change
 /// and propagates the effect `eff` (the encoded state and its absolute expiry), never the
 /// clock-dependent command.
-pub fn commit(ctx: Ctx, key: &Key, name: &RStr, owned: Option<State>, eff: Effect, ttl_ms: u64) {
+pub fn commit(
+    ctx: Ctx,
+    key: &mut Key,
+    name: &RStr,
+    owned: Option<State>,
+    eff: Effect,
+    ttl_ms: u64,
+) {
     let algo = eff.algo;
     if ttl_ms == 0 {
         // Equivalent to a fresh key: no state at all.
