@@ -7,12 +7,12 @@ use crate::rm::{self, RStr};
 use crate::rule::{Ask, Request};
 
 /// A signed 64-bit integer argument, parsed exactly like Redis parses integers.
-pub fn int(s: RStr) -> Result<i64, Error> {
+pub fn int(s: &RStr) -> Result<i64, Error> {
     rm::to_i64(s).ok_or(Error::Static(NOT_INTEGER))
 }
 
 /// An integer argument that must be at least 1.
-pub fn positive(s: RStr, name: &'static str) -> Result<u64, Error> {
+pub fn positive(s: &RStr, name: &'static str) -> Result<u64, Error> {
     match int(s)? {
         v if v >= 1 => Ok(v as u64),
         _ => Err(ParamError::NotPositive(name).into()),
@@ -20,7 +20,7 @@ pub fn positive(s: RStr, name: &'static str) -> Result<u64, Error> {
 }
 
 /// An integer argument that must be at least 0.
-pub fn non_negative(s: RStr, name: &'static str) -> Result<u64, Error> {
+pub fn non_negative(s: &RStr, name: &'static str) -> Result<u64, Error> {
     match int(s)? {
         v if v >= 0 => Ok(v as u64),
         _ => Err(ParamError::Negative(name).into()),
@@ -114,9 +114,9 @@ pub fn leading_options(
     let mut dryrun = false;
     let mut i = 0;
     while let Some(arg) = args.get(i) {
-        let word = rm::bytes(*arg);
+        let word = rm::bytes(arg);
         let is = |w: &[u8]| word.eq_ignore_ascii_case(w);
-        let value = || args.get(i + 1).copied().ok_or(Error::Static(SYNTAX));
+        let value = || args.get(i + 1).ok_or(Error::Static(SYNTAX));
         let repeated = || Err(Error::Static(SYNTAX));
         if is(b"COST") && takes.cost {
             if cost.is_some() {

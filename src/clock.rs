@@ -8,7 +8,7 @@
 //! `ratelimit.test-clock yes`) replaces both; it is per server and never replicated.
 
 use crate::algo::{MAX_TIME_MS, US_PER_MS};
-use redis_module::raw;
+use crate::rm;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -20,7 +20,7 @@ const REAL: i64 = i64::MIN;
 pub fn source() -> &'static str {
     if FROZEN_MS.load(Ordering::Relaxed) != REAL {
         "test"
-    } else if unsafe { raw::RedisModule_CachedMicroseconds }.is_some() {
+    } else if rm::has_cached_clock() {
         "cached-microseconds"
     } else {
         "system-microseconds"
@@ -29,9 +29,8 @@ pub fn source() -> &'static str {
 
 /// The server's own clock in µs.
 fn server_us() -> u64 {
-    // SAFETY: a function pointer filled in by RedisModule_Init; a missing one is None.
-    if let Some(f) = unsafe { raw::RedisModule_CachedMicroseconds } {
-        return u64::try_from(unsafe { f() }).unwrap_or(0);
+    if let Some(us) = rm::cached_us() {
+        return us;
     }
     system_us()
 }
@@ -112,7 +111,7 @@ mod tests {
     #[test]
     fn without_the_cached_clock_the_source_is_the_system_clock() {
         // Unit tests run without a server: no RedisModule_CachedMicroseconds.
-        assert!(unsafe { raw::RedisModule_CachedMicroseconds }.is_none());
+        assert!(!rm::has_cached_clock());
         let before = system_us();
         let us = server_us();
         assert!(before <= us && us <= system_us());

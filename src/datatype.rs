@@ -1,5 +1,6 @@
-//! The `ratelimit` Redis data type, and the callbacks Redis calls for RDB, AOF rewrite,
-//! DEBUG DIGEST, MEMORY USAGE, COPY and freeing.
+//! The `ratelimit` Redis data type: its packed value word, the interned-rule tables, and
+//! reading and storing a key's state (the type's callbacks, which turn the server's raw
+//! value pointers into states, are in `rm`).
 //!
 //! A key's value is either a `Box<State>` pointer (aligned: low bit 0) or, for the GCRA family
 //! (gcra, tokenbucket, queue) and the window counters (sliding, fixed), the state itself
@@ -24,53 +25,26 @@
 //! and a rule with a slot in its table. Anything else is boxed and behaves the same.
 
 use crate::algo::{gcra, window};
-use crate::rm::{api, Key};
+use crate::rm::{self, Key, Owned, Stored, TYPE_METHODS};
 use crate::state::{Bucket, State, Window, ENCODING_VERSION};
 use redis_module::native_types::RedisType;
 use redis_module::raw;
-use std::borrow::Cow;
-use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::ffi::c_int;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-pub static RL_TYPE: RedisType = RedisType::new(
-    "ratelimit",
-    ENCODING_VERSION as i32,
-    raw::RedisModuleTypeMethods {
-        version: raw::REDISMODULE_TYPE_METHOD_VERSION as u64,
-        rdb_load: Some(rdb_load),
-        rdb_save: Some(rdb_save),
-        aof_rewrite: Some(aof_rewrite),
-        mem_usage: Some(mem_usage),
-        digest: Some(digest),
-        free: Some(free),
-        aux_load: None,
-        aux_save: None,
-        aux_save2: None,
-        aux_save_triggers: 0,
-        free_effort: None,
-        unlink: None,
-        copy: Some(copy),
-        defrag: None,
-        mem_usage2: None,
-        free_effort2: None,
-        unlink2: None,
-        copy2: None,
-    },
-);
+pub static RL_TYPE: RedisType = RedisType::new("ratelimit", ENCODING_VERSION as i32, TYPE_METHODS);
 
-/// The registered type, cached at load for the hot path.
-static TYPE_PTR: AtomicPtr<raw::RedisModuleType> = AtomicPtr::new(std::ptr::null_mut());
-
-/// Remembers the type pointer created by `RedisModule_CreateDataType`.
+/// Remembers the type created by `RedisModule_CreateDataType` (for [`Key::value`]).
 pub fn init() {
     if let Ok(t) = RL_TYPE.raw_type.try_borrow() {
-        TYPE_PTR.store(*t, Ordering::Relaxed);
+        rm::set_type(*t);
     }
 }
 
-pub fn type_ptr() -> *mut raw::RedisModuleType {
-    TYPE_PTR.load(Ordering::Relaxed)
+/// Whether an RDB encoding version is one this module reads.
+pub fn encoding_known(encver: c_int) -> bool {
+    (1..=c_int::from(ENCODING_VERSION)).contains(&encver)
 }
 
 /// Most rules each interned table holds (the packed word's rule index has 7 bits).
@@ -253,7 +227,7 @@ fn pack(s: &State) -> Option<usize> {
 }
 
 /// The state a packed word stands for (None for a word no `pack` could have produced).
-fn unpack(w: usize) -> Option<State> {
+pub fn unpack(w: usize) -> Option<State> {
     let w = u64::try_from(w).ok()?;
     let rule = usize::try_from(low(w >> RULE_SHIFT, 7)).ok()?;
     let payload = w >> PAYLOAD_SHIFT;
@@ -303,23 +277,11 @@ fn unpack(w: usize) -> Option<State> {
     }
 }
 
-fn is_packed(v: *const c_void) -> bool {
-    (v as usize) & 1 == 1
-}
-
 /// The value to hand to Redis for `s`: packed when possible, else a box.
-fn value_of(s: State) -> *mut c_void {
-    match pack(&s) {
-        Some(w) => w as *mut c_void,
-        None => Box::into_raw(Box::new(s)).cast(),
-    }
-}
-
-/// Frees a value we created.
-fn release(v: *mut c_void) {
-    if !v.is_null() && !is_packed(v) {
-        // SAFETY: unpacked values of our type are Box<State> pointers we leaked.
-        drop(unsafe { Box::from_raw(v.cast::<State>()) });
+pub fn value_of(s: State) -> Owned {
+    match pack(&s).and_then(Owned::word) {
+        Some(w) => w,
+        None => Owned::boxed(s),
     }
 }
 
@@ -366,147 +328,38 @@ pub enum Slot<'a> {
 }
 
 /// Looks at an open key.
-pub fn slot(key: &Key) -> Slot<'_> {
+pub fn slot(key: &mut Key) -> Slot<'_> {
     match key.kind() {
         raw::REDISMODULE_KEYTYPE_EMPTY => Slot::Empty,
-        raw::REDISMODULE_KEYTYPE_MODULE if key.module_type() == type_ptr() => {
-            let v = key.module_value();
-            if is_packed(v) {
-                return unpack(v as usize).map_or(Slot::Foreign, |s| Slot::Ours(Held::Packed(s)));
+        raw::REDISMODULE_KEYTYPE_MODULE => match key.value() {
+            Some(Stored::Word(w)) => {
+                unpack(w).map_or(Slot::Foreign, |s| Slot::Ours(Held::Packed(s)))
             }
-            // SAFETY: unpacked values of our type are always `Box<State>` pointers we created.
-            match unsafe { v.cast::<State>().as_mut() } {
-                Some(s) => Slot::Ours(Held::Boxed(s)),
-                None => Slot::Foreign,
-            }
-        }
+            Some(Stored::Boxed(s)) => Slot::Ours(Held::Boxed(s)),
+            None => Slot::Foreign,
+        },
         _ => Slot::Foreign,
     }
 }
 
 /// Stores `s` in an open (writable) key: in place when it holds a boxed state of ours,
 /// swapped in when it holds a packed one (both keep the key's TTL), else as a new value.
-pub fn store(key: &Key, s: State) -> bool {
+pub fn store(key: &mut Key, s: State) -> bool {
     // What the key holds, without unpacking a packed value (the caller just did).
-    let ours = key.kind() == raw::REDISMODULE_KEYTYPE_MODULE && key.module_type() == type_ptr();
-    let cur = if ours {
-        key.module_value()
-    } else {
-        std::ptr::null_mut()
-    };
-    if !cur.is_null() && !is_packed(cur) {
-        // SAFETY: unpacked values of our type are always `Box<State>` pointers we created.
-        if let Some(b) = unsafe { cur.cast::<State>().as_mut() } {
+    let packed = match key.value() {
+        Some(Stored::Boxed(b)) => {
             *b = s;
             return true;
         }
-    }
-    let v = value_of(s);
-    let done = if is_packed(cur) {
-        // Swapped in: the key keeps its TTL; the old word owns nothing.
-        key.replace_module_value(type_ptr(), v)
-            .map(release)
-            .is_some()
-    } else {
-        key.set_module_value(type_ptr(), v)
+        Some(Stored::Word(_)) => true,
+        None => false,
     };
-    if !done {
-        release(v);
-    }
-    done
-}
-
-unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
-    if encver < 1 || encver > c_int::from(ENCODING_VERSION) {
-        return std::ptr::null_mut();
-    }
-    let mut len: usize = 0;
-    let p = api!(RedisModule_LoadStringBuffer(rdb, &mut len) else std::ptr::null_mut());
-    if p.is_null() {
-        return std::ptr::null_mut();
-    }
-    // SAFETY: Redis returned `len` bytes at `p`, ours to free with RedisModule_Free.
-    let decoded = State::decode(unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) });
-    api!(RedisModule_Free(p.cast()) else ());
-    if api!(RedisModule_IsIOError(rdb) else 0) != 0 {
-        return std::ptr::null_mut();
-    }
-    match decoded {
-        Ok(s) => value_of(s),
-        Err(_) => std::ptr::null_mut(),
-    }
-}
-
-/// The state behind a value Redis hands back to us (unpacked if packed).
-unsafe fn state<'a>(value: *mut c_void) -> Option<Cow<'a, State>> {
-    if is_packed(value) {
-        return unpack(value as usize).map(Cow::Owned);
-    }
-    // SAFETY: Redis only passes values of our type, which are Box<State> pointers.
-    unsafe { value.cast::<State>().as_ref() }.map(Cow::Borrowed)
-}
-
-unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
-    if let Some(s) = unsafe { state(value) } {
-        let enc = s.encode();
-        let buf = enc.as_slice();
-        api!(RedisModule_SaveStringBuffer(rdb, buf.as_ptr().cast(), buf.len()) else ());
-    }
-}
-
-unsafe extern "C" fn aof_rewrite(
-    aof: *mut raw::RedisModuleIO,
-    key: *mut raw::RedisModuleString,
-    value: *mut c_void,
-) {
-    // Redis appends the key's PEXPIREAT after this itself.
-    if let Some(s) = unsafe { state(value) } {
-        let mut enc = s.encode();
-        let buf = enc.with_expiry(0);
-        api!(RedisModule_EmitAOF(
-            aof,
-            c"RL._APPLY".as_ptr(),
-            c"sb".as_ptr(),
-            key,
-            buf.as_ptr(),
-            buf.len()
-        ) else ());
-    }
-}
-
-unsafe extern "C" fn mem_usage(value: *const c_void) -> usize {
-    if is_packed(value) {
-        // The state is the value word itself: report that word, never 0 (Valkey 8.1 counts
-        // only what this callback says, and MEMORY USAGE 0 would read as "no value").
-        return std::mem::size_of::<*mut c_void>();
-    }
-    unsafe { state(value.cast_mut()) }.map_or(0, |s| s.mem_usage())
-}
-
-unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
-    if let Some(s) = unsafe { state(value) } {
-        let enc = s.encode();
-        let buf = enc.as_slice();
-        api!(RedisModule_DigestAddStringBuffer(md, buf.as_ptr().cast(), buf.len()) else ());
-        api!(RedisModule_DigestEndSequence(md) else ());
-    }
-}
-
-unsafe extern "C" fn free(value: *mut c_void) {
-    release(value);
-}
-
-unsafe extern "C" fn copy(
-    _from: *mut raw::RedisModuleString,
-    _to: *mut raw::RedisModuleString,
-    value: *const c_void,
-) -> *mut c_void {
-    if is_packed(value) {
-        return value.cast_mut();
-    }
-    match unsafe { state(value.cast_mut()) } {
-        Some(s) => value_of(s.into_owned()),
-        None => std::ptr::null_mut(),
+    let v = value_of(s);
+    if packed {
+        // Swapped in: the key keeps its TTL; the old word owns nothing.
+        key.replace_value(v)
+    } else {
+        key.set_value(v)
     }
 }
 
@@ -561,9 +414,7 @@ mod tests {
             assert_eq!(pack(&State::Gcra(bucket(ns, frac))), None);
         }
         // Boxed pointers are aligned: never taken for packed words.
-        let v = value_of(State::Gcra(bucket(1, 0)));
-        assert!(!is_packed(v));
-        release(v);
+        assert!(!value_of(State::Gcra(bucket(1, 0))).is_word());
     }
 
     #[test]
@@ -580,9 +431,7 @@ mod tests {
         // A fresh state (start 0) and a one-ms window.
         roundtrip(&State::Sliding(win(5, 1000, 0, 0, 0)));
         roundtrip(&State::Fixed(win(1, 1, 1_796_011_200_123, 0, 1)));
-        let v = value_of(State::Sliding(win(100, hour, start, 1, 2)));
-        assert!(is_packed(v));
-        release(v);
+        assert!(value_of(State::Sliding(win(100, hour, start, 1, 2))).is_word());
     }
 
     #[test]
@@ -637,9 +486,7 @@ mod tests {
             pack(&State::Sliding(win((1 << 26) - 1, hour, 2 * hour, 1, 2))),
             None
         );
-        let v = value_of(State::Sliding(win(100, hour, start + 1, 1, 1)));
-        assert!(!is_packed(v));
-        release(v);
+        assert!(!value_of(State::Sliding(win(100, hour, start + 1, 1, 1))).is_word());
     }
 
     #[test]

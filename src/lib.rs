@@ -6,11 +6,11 @@
 //! connect them to the stored value. The thin Redis shell: `args` (arguments and options),
 //! `commands/` (one file per command family), `datatype` (the Redis type and its packed
 //! value word), `register` (the command table), `propagate` (effects to replicas and the
-//! AOF), `config`, `stats` (INFO), `clock`, `error` and `rm` (the raw module API).
+//! AOF), `config`, `stats` (INFO), `clock`, `error` and `rm` (the raw module API: the only
+//! file with `unsafe`, holding the command entry point and the type and INFO callbacks).
 
-// The shell passes the server's opaque handles (contexts, keys, strings) straight to the
-// server's API; they are not dereferenced in Rust, so the lint's concern does not apply.
-#![allow(clippy::not_unsafe_ptr_arg_deref)]
+// Every unsafe block (all in `rm`) says why it is sound.
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod algo;
 pub mod args;
@@ -45,13 +45,9 @@ const MODULE_OPTIONS: i32 = (raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS
 
 fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     datatype::init();
-    if let Some(f) = unsafe { raw::RedisModule_SetModuleOptions } {
-        unsafe { f(ctx.ctx, MODULE_OPTIONS) };
-    }
+    rm::set_module_options(ctx.ctx, MODULE_OPTIONS);
     // Replaces the INFO callback the framework registered with this module's sections.
-    if let Some(f) = unsafe { raw::RedisModule_RegisterInfoFunc } {
-        unsafe { f(ctx.ctx, Some(stats::info)) };
-    }
+    rm::register_info(ctx.ctx);
     match register::register(ctx.ctx) {
         Ok(()) => Status::Ok,
         Err(e) => {

@@ -11,23 +11,14 @@
 //! command-table lookup and argument vector `RedisModule_Replicate` builds, and the encoding),
 //! measured with `make instructions` (README, "Replication").
 
-use crate::rm::{api, Ctx, RStr};
-use redis_module::raw;
-use std::ffi::c_int;
+use crate::rm::{self, Ctx, RStr};
 
 /// Propagates a write of key `name`: its absolute expiry and encoded state.
-pub fn apply(ctx: Ctx, name: RStr, payload: &[u8]) {
-    api!(RedisModule_Replicate(
-        ctx,
-        c"RL._APPLY".as_ptr(),
-        c"sb".as_ptr(),
-        name,
-        payload.as_ptr(),
-        payload.len()
-    ) else raw::REDISMODULE_ERR as c_int);
+pub fn apply(ctx: Ctx, name: &RStr, payload: &[u8]) {
+    rm::replicate_key_bytes(ctx, c"RL._APPLY", name, payload);
 }
 
 /// Propagates the deletion of key `name`.
-pub fn del(ctx: Ctx, name: RStr) {
-    api!(RedisModule_Replicate(ctx, c"DEL".as_ptr(), c"s".as_ptr(), name) else raw::REDISMODULE_ERR as c_int);
+pub fn del(ctx: Ctx, name: &RStr) {
+    rm::replicate_key(ctx, c"DEL", name);
 }

@@ -3,7 +3,7 @@
 //! `COMMAND INFO`, `COMMAND GETKEYS` and cluster routing work as for built-in commands.
 
 use crate::commands::{self, all, apply, clock, info, lease, rate, throttle, Handler};
-use crate::rm::{self, api, Ctx};
+use crate::rm::{self, Ctx, RStr};
 use crate::stats::Stat;
 use redis_module::raw;
 use std::ffi::{c_int, CStr, CString};
@@ -65,33 +65,33 @@ enum Arg {
     Many(&'static CStr),
 }
 
-/// One `extern "C"` entry point per handler, with its statistics slot.
+/// One entry point per handler, with its statistics slot: a type for [`rm::entry`].
 macro_rules! entry {
     ($name:ident, $handler:path, $stat:expr) => {
-        unsafe extern "C" fn $name(
-            ctx: *mut raw::RedisModuleCtx,
-            argv: *mut *mut raw::RedisModuleString,
-            argc: c_int,
-        ) -> c_int {
-            commands::dispatch(ctx, argv, argc, $handler as Handler, $stat)
+        struct $name;
+        impl rm::Command for $name {
+            #[inline]
+            fn call(ctx: Ctx, args: &[RStr]) -> c_int {
+                commands::dispatch(ctx, args, $handler as Handler, $stat)
+            }
         }
     };
 }
 
-entry!(c_gcra, rate::gcra, Stat::Gcra);
-entry!(c_tokenbucket, rate::tokenbucket, Stat::TokenBucket);
-entry!(c_sliding, rate::sliding, Stat::Sliding);
-entry!(c_fixed, rate::fixed, Stat::Fixed);
-entry!(c_log, rate::log, Stat::Log);
-entry!(c_queue, rate::queue, Stat::Queue);
-entry!(c_acquire, rate::acquire, Stat::Acquire);
-entry!(c_release, lease::release, Stat::Release);
-entry!(c_renew, lease::renew, Stat::Renew);
-entry!(c_throttle, throttle::throttle, Stat::Throttle);
-entry!(c_all, all::all, Stat::All);
-entry!(c_info, info::info, Stat::Info);
-entry!(c_clock, clock::clock, Stat::Clock);
-entry!(c_apply, apply::apply, Stat::Apply);
+entry!(CGcra, rate::gcra, Stat::Gcra);
+entry!(CTokenBucket, rate::tokenbucket, Stat::TokenBucket);
+entry!(CSliding, rate::sliding, Stat::Sliding);
+entry!(CFixed, rate::fixed, Stat::Fixed);
+entry!(CLog, rate::log, Stat::Log);
+entry!(CQueue, rate::queue, Stat::Queue);
+entry!(CAcquire, rate::acquire, Stat::Acquire);
+entry!(CRelease, lease::release, Stat::Release);
+entry!(CRenew, lease::renew, Stat::Renew);
+entry!(CThrottle, throttle::throttle, Stat::Throttle);
+entry!(CAll, all::all, Stat::All);
+entry!(CInfo, info::info, Stat::Info);
+entry!(CClock, clock::clock, Stat::Clock);
+entry!(CApply, apply::apply, Stat::Apply);
 
 /// The ACL category the module adds where the server supports it.
 pub const CATEGORY: &CStr = c"ratelimit";
@@ -176,7 +176,7 @@ fn table() -> [Command; 14] {
     [
         rate(
             c"rl.gcra",
-            Some(c_gcra),
+            Some(rm::entry::<CGcra>),
             -5,
             c"GCRA rate limit: burst at once, then count per period_ms",
             c"O(1)",
@@ -184,7 +184,7 @@ fn table() -> [Command; 14] {
         ),
         rate(
             c"rl.tokenbucket",
-            Some(c_tokenbucket),
+            Some(rm::entry::<CTokenBucket>),
             -5,
             c"Token bucket: capacity tokens, refill_tokens every refill_period_ms",
             c"O(1)",
@@ -192,7 +192,7 @@ fn table() -> [Command; 14] {
         ),
         rate(
             c"rl.sliding",
-            Some(c_sliding),
+            Some(rm::entry::<CSliding>),
             -4,
             c"Sliding window counter: limit per trailing window_ms (weighted estimate)",
             c"O(1)",
@@ -200,7 +200,7 @@ fn table() -> [Command; 14] {
         ),
         rate(
             c"rl.fixed",
-            Some(c_fixed),
+            Some(rm::entry::<CFixed>),
             -4,
             c"Fixed window counter: limit per aligned window_ms",
             c"O(1)",
@@ -208,7 +208,7 @@ fn table() -> [Command; 14] {
         ),
         rate(
             c"rl.log",
-            Some(c_log),
+            Some(rm::entry::<CLog>),
             -4,
             c"Exact sliding log: limit per trailing window_ms",
             c"O(log N) to decide, O(N) to drop expired entries, N = entries in the window",
@@ -216,7 +216,7 @@ fn table() -> [Command; 14] {
         ),
         rate(
             c"rl.queue",
-            Some(c_queue),
+            Some(rm::entry::<CQueue>),
             -4,
             c"Leaky bucket as a queue: one request per interval_ms, capacity waiting",
             c"O(1)",
@@ -224,7 +224,7 @@ fn table() -> [Command; 14] {
         ),
         rate(
             c"rl.acquire",
-            Some(c_acquire),
+            Some(rm::entry::<CAcquire>),
             -4,
             c"Concurrency limit: acquires a lease of lease_ms if fewer than limit are held",
             c"O(N) where N is the number of leases held",
@@ -237,7 +237,7 @@ fn table() -> [Command; 14] {
         ),
         Command {
             name: c"rl.release",
-            func: Some(c_release),
+            func: Some(rm::entry::<CRelease>),
             flags: c"write fast",
             arity: 3,
             keys: Keys::Update,
@@ -248,7 +248,7 @@ fn table() -> [Command; 14] {
         },
         Command {
             name: c"rl.renew",
-            func: Some(c_renew),
+            func: Some(rm::entry::<CRenew>),
             flags: c"write fast",
             arity: 4,
             keys: Keys::Update,
@@ -259,7 +259,7 @@ fn table() -> [Command; 14] {
         },
         rate(
             c"cl.throttle",
-            Some(c_throttle),
+            Some(rm::entry::<CThrottle>),
             -5,
             c"redis-cell compatible GCRA throttle (period in seconds)",
             c"O(1)",
@@ -273,7 +273,7 @@ fn table() -> [Command; 14] {
         ),
         Command {
             name: c"rl.all",
-            func: Some(c_all),
+            func: Some(rm::entry::<CAll>),
             // Redis 7.0 routes cluster requests by the legacy key range or the getkeys API,
             // not by key specs: the keys' positions depend on numkeys, so ask the command.
             flags: c"write deny-oom fast getkeys-api",
@@ -286,7 +286,7 @@ fn table() -> [Command; 14] {
         },
         Command {
             name: c"rl.info",
-            func: Some(c_info),
+            func: Some(rm::entry::<CInfo>),
             flags: c"readonly fast",
             arity: 2,
             keys: Keys::Read,
@@ -297,7 +297,7 @@ fn table() -> [Command; 14] {
         },
         Command {
             name: c"rl.clock",
-            func: Some(c_clock),
+            func: Some(rm::entry::<CClock>),
             flags: c"fast",
             arity: -2,
             keys: Keys::None,
@@ -316,7 +316,7 @@ fn table() -> [Command; 14] {
         },
         Command {
             name: c"rl._apply",
-            func: Some(c_apply),
+            func: Some(rm::entry::<CApply>),
             flags: c"write",
             arity: 3,
             keys: Keys::Overwrite,
@@ -330,8 +330,7 @@ fn table() -> [Command; 14] {
 
 /// A zeroed argument (the terminator, and the base of every entry).
 fn blank() -> raw::RedisModuleCommandArg {
-    // SAFETY: all-zero is the documented terminator / "unset" for this C struct.
-    unsafe { std::mem::zeroed() }
+    rm::blank_arg()
 }
 
 /// Owns the C arrays handed to `RedisModule_SetCommandInfo`, which copies them: dropped
@@ -449,8 +448,7 @@ fn key_specs(keys: Keys) -> Option<Box<[raw::RedisModuleCommandKeySpec; 2]>> {
         Keys::Read => raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS,
         Keys::Overwrite => raw::REDISMODULE_CMD_KEY_OW | raw::REDISMODULE_CMD_KEY_UPDATE,
     };
-    // SAFETY: all-zero is the documented terminator / "unset" for these C structs.
-    let mut spec: raw::RedisModuleCommandKeySpec = unsafe { std::mem::zeroed() };
+    let mut spec = rm::blank_key_spec();
     spec.flags = u64::from(flags);
     spec.begin_search_type = raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
     spec.bs.index.pos = 1;
@@ -465,7 +463,7 @@ fn key_specs(keys: Keys) -> Option<Box<[raw::RedisModuleCommandKeySpec; 2]>> {
         spec.fk.range.keystep = 1;
         spec.fk.range.limit = 0;
     }
-    Some(Box::new([spec, unsafe { std::mem::zeroed() }]))
+    Some(Box::new([spec, rm::blank_key_spec()]))
 }
 
 /// Which ACL categories the server lets a module give its commands.
@@ -480,9 +478,9 @@ enum Acl {
 
 impl Acl {
     fn detect(ctx: Ctx) -> Acl {
-        if unsafe { raw::RedisModule_SetCommandACLCategories }.is_none() {
+        if !rm::can_set_acl_categories() {
             Acl::Unsupported
-        } else if api!(RedisModule_AddACLCategory(ctx, CATEGORY.as_ptr()) else rm::ERR) == rm::OK {
+        } else if rm::add_acl_category(ctx, CATEGORY) {
             Acl::WithModuleCategory
         } else {
             Acl::ServerOnly
@@ -514,14 +512,12 @@ pub fn register(ctx: Ctx) -> Result<(), String> {
             Keys::Counted => (2, -1, 1),
             _ => (1, 1, 1),
         };
-        let rc = api!(RedisModule_CreateCommand(ctx, c.name.as_ptr(), c.func, c.flags.as_ptr(), first, last, step) else rm::ERR);
-        if rc != rm::OK {
+        if !rm::create_command(ctx, c.name, c.func, c.flags, (first, last, step)) {
             return Err(format!("cannot create command {:?}", c.name));
         }
-        let cmd = api!(RedisModule_GetCommand(ctx, c.name.as_ptr()) else ptr::null_mut());
-        if cmd.is_null() {
+        let Some(cmd) = rm::get_command(ctx, c.name) else {
             return Err(format!("cannot find command {:?}", c.name));
-        }
+        };
         // The server copies everything it is given here: these buffers are dropped after.
         let mut arena = Arena::new();
         let mut specs = key_specs(c.keys);
@@ -536,12 +532,11 @@ pub fn register(ctx: Ctx) -> Result<(), String> {
             key_specs: specs.as_mut().map_or(ptr::null_mut(), |k| k.as_mut_ptr()),
             args: build_args(c.args, &mut arena),
         };
-        if api!(RedisModule_SetCommandInfo(cmd, &mut info) else rm::ERR) != rm::OK {
+        if !rm::set_command_info(cmd, &mut info) {
             return Err(format!("cannot set command info of {:?}", c.name));
         }
         if let Some(cats) = acl.categories(c.acl) {
-            if api!(RedisModule_SetCommandACLCategories(cmd, cats.as_ptr()) else rm::ERR) != rm::OK
-            {
+            if !rm::set_acl_categories(cmd, &cats) {
                 return Err(format!("cannot set the ACL categories of {:?}", c.name));
             }
         }

@@ -1,48 +1,106 @@
-//! Thin, safe wrappers around the raw Redis module API used on the command path.
+//! The one place that touches the raw Redis module API: every `unsafe` of the module is in
+//! this file, each with its `SAFETY` comment, behind safe functions.
 //!
 //! Every raw function is an `Option<fn>` filled in by `RedisModule_Init`; a missing one is
-//! treated as a no-op or a failure, never unwrapped. Nothing here allocates.
+//! treated as a no-op or a failure, never unwrapped. Nothing on the command path allocates.
+//! The server's handles (contexts, INFO contexts, commands) are opaque pointers passed
+//! straight back to the server, never dereferenced here. What Rust does read through a
+//! pointer has a lifetime: a command's arguments ([`RStr`]) borrow from the call
+//! ([`entry`]), a key's value borrows from its open [`Key`].
+//!
+//! Also here, because they turn the server's raw pointers into Rust values: the command
+//! entry point ([`entry`]), the data type's callbacks ([`TYPE_METHODS`]) and the INFO
+//! callback; each calls safe code of the module.
 
+// The wrappers pass the server's opaque handles (contexts, INFO contexts, commands, keys)
+// straight to the server's API; they are not dereferenced in Rust, so the lint's concern
+// does not apply.
+#![allow(clippy::not_unsafe_ptr_arg_deref)]
+
+use crate::state::State;
 use redis_module::raw;
+use std::borrow::Cow;
 use std::ffi::{c_int, c_void, CStr};
 use std::ptr;
+use std::sync::atomic::{AtomicPtr, Ordering};
 
 pub type Ctx = *mut raw::RedisModuleCtx;
-pub type RStr = *mut raw::RedisModuleString;
+/// The server's INFO context, passed through to the `InfoAdd*` functions.
+pub type InfoCtx = *mut raw::RedisModuleInfoCtx;
+/// A registered command, passed through to `SetCommandInfo` and `SetCommandACLCategories`.
+pub type Cmd = *mut raw::RedisModuleCommand;
+
+/// A command argument: a Redis string the server keeps alive for the whole call.
+///
+/// Only ever seen by reference, borrowed from the argument vector of the call ([`entry`]):
+/// not `Copy`, not constructible outside this file, so what is read from it ([`bytes`])
+/// cannot outlive the call.
+#[repr(transparent)]
+pub struct RStr(*mut raw::RedisModuleString);
 
 /// Calls a raw API function if the server provides it, else evaluates `$default`.
+/// Private to this file.
 macro_rules! api {
     ($name:ident($($arg:expr),* $(,)?) else $default:expr) => {
-        // SAFETY: the pointer was set by RedisModule_Init for this server; arguments are
-        // handles the server gave us for the current call.
+        // SAFETY: the function pointer was set by RedisModule_Init for this server (read
+        // on the main thread after load, never written again); its arguments are handles
+        // the server gave us for the current call or pointers valid for the call's duration,
+        // as each wrapper below ensures.
         match unsafe { raw::$name } {
+            // SAFETY: as above.
             Some(f) => unsafe { f($($arg),*) },
             None => $default,
         }
     };
 }
-pub(crate) use api;
 
 pub const OK: c_int = raw::REDISMODULE_OK as c_int;
 pub const ERR: c_int = raw::REDISMODULE_ERR as c_int;
 
-/// The bytes of a Redis string argument (valid for the current call).
-pub fn bytes<'a>(s: RStr) -> &'a [u8] {
+/// A command implementation behind [`entry`].
+pub trait Command {
+    /// Runs the command on its arguments (`args[0]` is the command name).
+    fn call(ctx: Ctx, args: &[RStr]) -> c_int;
+}
+
+/// The `extern "C"` entry point of command `C`, for `RedisModule_CreateCommand`: turns the
+/// server's argument vector into a slice borrowed for this call only.
+///
+/// # Safety
+/// Called by the server with its context and `argc` valid argument strings at `argv`.
+pub unsafe extern "C" fn entry<C: Command>(
+    ctx: Ctx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+) -> c_int {
+    let args: &[RStr] = match usize::try_from(argc) {
+        // SAFETY: the server passes `argc` valid string pointers at `argv`, alive until
+        // the command returns; `RStr` is a transparent wrapper of such a pointer; the slice's
+        // lifetime ends with this call (`C::call` cannot keep it).
+        Ok(n) if !argv.is_null() => unsafe { std::slice::from_raw_parts(argv.cast::<RStr>(), n) },
+        _ => &[],
+    };
+    C::call(ctx, args)
+}
+
+/// The bytes of a command argument, borrowed from it (so valid for the current call).
+#[inline]
+pub fn bytes(s: &RStr) -> &[u8] {
     let mut len: usize = 0;
-    let p = api!(RedisModule_StringPtrLen(s, &mut len) else ptr::null());
+    let p = api!(RedisModule_StringPtrLen(s.0, &mut len) else ptr::null());
     if p.is_null() {
         return &[];
     }
-    // SAFETY: Redis guarantees `len` readable bytes at `p` while the argument lives.
+    // SAFETY: the server guarantees `len` readable bytes at `p` while the string lives and
+    // is unmodified; the module never modifies an argument, and `s` borrows the argument.
     unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) }
 }
 
 /// Parses a Redis string as a signed 64-bit integer, exactly as Redis does.
-pub fn to_i64(s: RStr) -> Option<i64> {
+pub fn to_i64(s: &RStr) -> Option<i64> {
     let mut v: std::ffi::c_longlong = 0;
-    (api!(RedisModule_StringToLongLong(s, &mut v) else ERR) == OK).then_some(v)
+    (api!(RedisModule_StringToLongLong(s.0, &mut v) else ERR) == OK).then_some(v)
 }
-
 pub fn reply_i64(ctx: Ctx, v: i64) {
     api!(RedisModule_ReplyWithLongLong(ctx, v) else ERR);
 }
@@ -57,12 +115,10 @@ pub fn reply_array(ctx: Ctx, n: usize) {
 
 /// A map of `n` pairs (RESP3), a flat array of `2n` elements on RESP2.
 pub fn reply_map(ctx: Ctx, n: usize) {
-    match unsafe { raw::RedisModule_ReplyWithMap } {
-        Some(f) => unsafe {
-            f(ctx, n as std::ffi::c_long);
-        },
-        None => reply_array(ctx, 2 * n),
-    }
+    api!(RedisModule_ReplyWithMap(ctx, n as std::ffi::c_long) else {
+        reply_array(ctx, 2 * n);
+        OK
+    });
 }
 
 pub fn reply_simple(ctx: Ctx, s: &CStr) {
@@ -90,25 +146,54 @@ pub fn context_flags(ctx: Ctx) -> u32 {
 }
 
 /// Marks the key modified (WATCH, client-side caching); implicit signals are off.
-pub fn signal_modified(ctx: Ctx, name: RStr) {
-    api!(RedisModule_SignalModifiedKey(ctx, name) else ERR);
+pub fn signal_modified(ctx: Ctx, name: &RStr) {
+    api!(RedisModule_SignalModifiedKey(ctx, name.0) else ERR);
+}
+
+/// The server's cached command time in µs (Valkey, Redis 7.2+: the command's start time,
+/// frozen for a whole MULTI/EXEC or script), or None where the server has no such clock.
+#[inline]
+pub fn cached_us() -> Option<u64> {
+    Some(u64::try_from(api!(RedisModule_CachedMicroseconds() else return None)).unwrap_or(0))
+}
+
+/// Whether the server has the cached command clock ([`cached_us`]).
+pub fn has_cached_clock() -> bool {
+    // SAFETY: a function pointer set once by RedisModule_Init; only whether it is set is read.
+    unsafe { raw::RedisModule_CachedMicroseconds }.is_some()
 }
 
 /// The server's clock in ms, as the server itself uses it for expiries: the cached command
 /// time where the server has it (Valkey, Redis 7.2+: frozen for a whole MULTI/EXEC or
 /// script, so a key's TTL stays equal to `reset_after_ms`), else `RedisModule_Milliseconds`.
 pub fn server_ms() -> u64 {
-    if let Some(f) = unsafe { raw::RedisModule_CachedMicroseconds } {
-        // SAFETY: provided by the server for the current call.
-        return u64::try_from(unsafe { f() }).unwrap_or(0) / 1000;
+    if let Some(us) = cached_us() {
+        return us / 1000;
     }
     u64::try_from(api!(RedisModule_Milliseconds() else 0)).unwrap_or(0)
 }
 
 /// Fires the keyspace event of a write: type `module` (`d` in notify-keyspace-events), event
 /// named after the algorithm, e.g. `ratelimit.gcra`.
-pub fn notify(ctx: Ctx, algo: crate::state::Algo, name: RStr) {
-    api!(RedisModule_NotifyKeyspaceEvent(ctx, raw::REDISMODULE_NOTIFY_MODULE, algo.event().as_ptr(), name) else ERR);
+pub fn notify(ctx: Ctx, algo: crate::state::Algo, name: &RStr) {
+    api!(RedisModule_NotifyKeyspaceEvent(ctx, raw::REDISMODULE_NOTIFY_MODULE, algo.event().as_ptr(), name.0) else ERR);
+}
+
+/// Propagates `cmd key payload` to replicas and the AOF (`RedisModule_Replicate`, "sb").
+pub fn replicate_key_bytes(ctx: Ctx, cmd: &CStr, key: &RStr, payload: &[u8]) {
+    api!(RedisModule_Replicate(
+        ctx,
+        cmd.as_ptr(),
+        c"sb".as_ptr(),
+        key.0,
+        payload.as_ptr(),
+        payload.len()
+    ) else ERR);
+}
+
+/// Propagates `cmd key` to replicas and the AOF (`RedisModule_Replicate`, "s").
+pub fn replicate_key(ctx: Ctx, cmd: &CStr, key: &RStr) {
+    api!(RedisModule_Replicate(ctx, cmd.as_ptr(), c"s".as_ptr(), key.0) else ERR);
 }
 
 /// Whether this call only asks for the command's key positions (`getkeys-api`).
@@ -123,19 +208,172 @@ pub fn key_at_pos(ctx: Ctx, pos: usize) {
     }
 }
 
+// ---- Loading: module options, INFO, commands.
+
+/// Sets the module's options (`REDISMODULE_OPTIONS_*`), where the server supports it.
+pub fn set_module_options(ctx: Ctx, options: c_int) {
+    api!(RedisModule_SetModuleOptions(ctx, options) else ());
+}
+
+/// Registers [`info_callback`] as the module's INFO function (replacing the framework's).
+pub fn register_info(ctx: Ctx) {
+    api!(RedisModule_RegisterInfoFunc(ctx, Some(info_callback)) else ERR);
+}
+
+/// The INFO callback: the module's sections, written by `stats::info`.
+///
+/// # Safety
+/// Called by the server with a valid INFO context.
+unsafe extern "C" fn info_callback(ctx: InfoCtx, _for_crash_report: c_int) {
+    crate::stats::info(ctx);
+}
+
+pub fn info_section(ctx: InfoCtx, name: &CStr) {
+    api!(RedisModule_InfoAddSection(ctx, name.as_ptr()) else 0);
+}
+
+pub fn info_u64(ctx: InfoCtx, name: &CStr, v: u64) {
+    api!(RedisModule_InfoAddFieldULongLong(ctx, name.as_ptr(), v) else 0);
+}
+
+pub fn info_str(ctx: InfoCtx, name: &CStr, v: &CStr) {
+    // The server copies the value; it never writes through the pointer.
+    api!(RedisModule_InfoAddFieldCString(ctx, name.as_ptr(), v.as_ptr().cast_mut()) else 0);
+}
+
+/// Whether the server lets a module set its commands' ACL categories (Redis 7.2+).
+pub fn can_set_acl_categories() -> bool {
+    // SAFETY: a function pointer set once by RedisModule_Init; only whether it is set is read.
+    unsafe { raw::RedisModule_SetCommandACLCategories }.is_some()
+}
+
+/// Creates the ACL category `name` (Redis 7.4+, Valkey 8+); false if the server cannot.
+pub fn add_acl_category(ctx: Ctx, name: &CStr) -> bool {
+    api!(RedisModule_AddACLCategory(ctx, name.as_ptr()) else ERR) == OK
+}
+
+/// Creates a command (`RedisModule_CreateCommand`); false on failure.
+pub fn create_command(
+    ctx: Ctx,
+    name: &CStr,
+    func: raw::RedisModuleCmdFunc,
+    flags: &CStr,
+    (first, last, step): (c_int, c_int, c_int),
+) -> bool {
+    api!(RedisModule_CreateCommand(ctx, name.as_ptr(), func, flags.as_ptr(), first, last, step) else ERR)
+        == OK
+}
+
+/// The command `name` registered by this module, if any.
+pub fn get_command(ctx: Ctx, name: &CStr) -> Option<Cmd> {
+    let cmd = api!(RedisModule_GetCommand(ctx, name.as_ptr()) else ptr::null_mut());
+    (!cmd.is_null()).then_some(cmd)
+}
+
+/// Sets a command's info (`RedisModule_SetCommandInfo`, which copies it all); false on
+/// failure. The pointers in `info` must be valid C strings and zero-terminated arrays.
+pub fn set_command_info(cmd: Cmd, info: &mut raw::RedisModuleCommandInfo) -> bool {
+    api!(RedisModule_SetCommandInfo(cmd, info) else ERR) == OK
+}
+
+/// Sets a command's ACL categories (space separated); false on failure.
+pub fn set_acl_categories(cmd: Cmd, categories: &CStr) -> bool {
+    api!(RedisModule_SetCommandACLCategories(cmd, categories.as_ptr()) else ERR) == OK
+}
+
+/// An all-zero command argument: the terminator of an argument array, and "unset" for
+/// every field.
+pub fn blank_arg() -> raw::RedisModuleCommandArg {
+    // SAFETY: a plain C struct of pointers and integers, for which all-zero (null pointers,
+    // 0) is valid and the documented terminator / unset value.
+    unsafe { std::mem::zeroed() }
+}
+
+/// An all-zero key spec: the terminator of a key-spec array, and "unset" for every field.
+pub fn blank_key_spec() -> raw::RedisModuleCommandKeySpec {
+    // SAFETY: a plain C struct (integers, a pointer, unions of integers), for which
+    // all-zero is valid and the documented terminator / unset value.
+    unsafe { std::mem::zeroed() }
+}
+
+// ---- The data type's values.
+
+/// The registered type, cached at load for the hot path (null before).
+static TYPE_PTR: AtomicPtr<raw::RedisModuleType> = AtomicPtr::new(ptr::null_mut());
+
+/// Remembers the module's type, as created by `RedisModule_CreateDataType`.
+pub fn set_type(t: *mut raw::RedisModuleType) {
+    TYPE_PTR.store(t, Ordering::Relaxed);
+}
+
+fn type_ptr() -> *mut raw::RedisModuleType {
+    TYPE_PTR.load(Ordering::Relaxed)
+}
+
+/// Whether a value word of our type is a packed state (low bit set; a box is aligned).
+fn is_word(v: *const c_void) -> bool {
+    (v as usize) & 1 == 1
+}
+
+/// A value of the module's type, owned until handed to the server: a state packed into the
+/// word itself (low bit 1), or a `Box<State>` (aligned, so low bit 0). Freed on drop.
+pub struct Owned(*mut c_void);
+
+impl Owned {
+    /// A packed word; None unless its low bit is set.
+    pub fn word(w: usize) -> Option<Owned> {
+        (w & 1 == 1).then_some(Owned(w as *mut c_void))
+    }
+
+    /// A boxed state.
+    pub fn boxed(s: State) -> Owned {
+        Owned(Box::into_raw(Box::new(s)).cast())
+    }
+
+    /// Whether this is a packed word.
+    pub fn is_word(&self) -> bool {
+        is_word(self.0)
+    }
+
+    /// Hands the value to the server (which frees it with the type's `free`).
+    fn into_raw(self) -> *mut c_void {
+        let p = self.0;
+        std::mem::forget(self);
+        p
+    }
+}
+
+impl Drop for Owned {
+    fn drop(&mut self) {
+        if !self.0.is_null() && !is_word(self.0) {
+            // SAFETY: a non-word `Owned` is a pointer from `Box::into_raw` (`Owned::boxed`,
+            // or a value of our type the server handed back to be freed), owned by `self`.
+            drop(unsafe { Box::from_raw(self.0.cast::<State>()) });
+        }
+    }
+}
+
+/// The value of a key of the module's type, borrowed from the open key.
+pub enum Stored<'a> {
+    /// A packed state.
+    Word(usize),
+    /// A boxed state, changed in place.
+    Boxed(&'a mut State),
+}
+
 /// An open key, closed on drop.
 pub struct Key {
     ptr: *mut raw::RedisModuleKey,
 }
 
 impl Key {
-    pub fn open(ctx: Ctx, name: RStr, write: bool) -> Key {
+    pub fn open(ctx: Ctx, name: &RStr, write: bool) -> Key {
         let mode = if write {
             raw::REDISMODULE_READ | raw::REDISMODULE_WRITE
         } else {
             raw::REDISMODULE_READ
         } as c_int;
-        let ptr = api!(RedisModule_OpenKey(ctx, name, mode) else ptr::null_mut());
+        let ptr = api!(RedisModule_OpenKey(ctx, name.0, mode) else ptr::null_mut());
         Key { ptr: ptr.cast() }
     }
 
@@ -151,31 +389,52 @@ impl Key {
         api!(RedisModule_KeyType(self.ptr) else 0) as isize
     }
 
-    pub fn module_type(&self) -> *mut raw::RedisModuleType {
-        api!(RedisModule_ModuleTypeGetType(self.ptr) else ptr::null_mut())
+    /// The key's value if it is of the module's type (None for any other key), borrowed
+    /// from the key: one view at a time, which ends before the key is written or closed.
+    pub fn value(&mut self) -> Option<Stored<'_>> {
+        let ty = type_ptr();
+        // A null type (not registered) or another type's key: not ours.
+        if ty.is_null() || api!(RedisModule_ModuleTypeGetType(self.ptr) else ptr::null_mut()) != ty
+        {
+            return None;
+        }
+        let v = api!(RedisModule_ModuleTypeGetValue(self.ptr) else ptr::null_mut());
+        if is_word(v) {
+            return Some(Stored::Word(v as usize));
+        }
+        // SAFETY: a value of our type that is not a word is a `Box<State>` pointer this
+        // module created (`Owned::boxed`), owned by the key's value while it is stored. The
+        // `&mut` borrows `self` exclusively: no other view of this key exists while it
+        // lives, and the key can be neither written (`set_value`, `replace_value`, `delete`
+        // take `&mut self`) nor closed before it ends. Commands run on the server's main
+        // thread only. (Two `Key`s open on the same key at once do not happen: a command
+        // opens each of its keys once, and RL.ALL refuses duplicate keys.)
+        unsafe { v.cast::<State>().as_mut() }.map(Stored::Boxed)
     }
 
-    pub fn module_value(&self) -> *mut c_void {
-        api!(RedisModule_ModuleTypeGetValue(self.ptr) else ptr::null_mut())
+    /// Stores a new value (the key takes ownership on success; freed on failure).
+    pub fn set_value(&mut self, v: Owned) -> bool {
+        let ok = api!(RedisModule_ModuleTypeSetValue(self.ptr, type_ptr(), v.0) else ERR) == OK;
+        if ok {
+            v.into_raw();
+        }
+        ok
     }
 
-    /// Stores a module value (takes ownership on success).
-    pub fn set_module_value(&self, ty: *mut raw::RedisModuleType, v: *mut c_void) -> bool {
-        api!(RedisModule_ModuleTypeSetValue(self.ptr, ty, v) else ERR) == OK
-    }
-
-    /// Swaps in a new module value, keeping the key and its TTL; returns the old value.
-    pub fn replace_module_value(
-        &self,
-        ty: *mut raw::RedisModuleType,
-        v: *mut c_void,
-    ) -> Option<*mut c_void> {
+    /// Swaps in a new value, keeping the key and its TTL; the old one is freed.
+    pub fn replace_value(&mut self, v: Owned) -> bool {
         let mut old: *mut c_void = ptr::null_mut();
-        (api!(RedisModule_ModuleTypeReplaceValue(self.ptr, ty, v, &mut old) else ERR) == OK)
-            .then_some(old)
+        let ok = api!(RedisModule_ModuleTypeReplaceValue(self.ptr, type_ptr(), v.0, &mut old) else ERR)
+            == OK;
+        if ok {
+            v.into_raw();
+            // The key no longer holds the old value: ours to free.
+            drop(Owned(old));
+        }
+        ok
     }
 
-    pub fn delete(&self) {
+    pub fn delete(&mut self) {
         api!(RedisModule_DeleteKey(self.ptr) else ERR);
     }
 
@@ -200,7 +459,8 @@ impl Key {
         if p.is_null() {
             return None;
         }
-        // SAFETY: Redis guarantees `len` bytes at `p` while the key stays open.
+        // SAFETY: the server guarantees `len` bytes at `p` while the key stays open and
+        // unmodified: the slice borrows the key, and the module opens it read-only for DMA.
         Some(unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) })
     }
 
@@ -214,5 +474,135 @@ impl Drop for Key {
         if !self.ptr.is_null() {
             api!(RedisModule_CloseKey(self.ptr) else ());
         }
+    }
+}
+
+// ---- The data type's callbacks.
+
+/// The callbacks of the module's type (for `RedisType::new`): RDB, AOF rewrite, DEBUG
+/// DIGEST, MEMORY USAGE, COPY and freeing. Values are [`Owned`] words or boxes.
+pub const TYPE_METHODS: raw::RedisModuleTypeMethods = raw::RedisModuleTypeMethods {
+    version: raw::REDISMODULE_TYPE_METHOD_VERSION as u64,
+    rdb_load: Some(rdb_load),
+    rdb_save: Some(rdb_save),
+    aof_rewrite: Some(aof_rewrite),
+    mem_usage: Some(mem_usage),
+    digest: Some(digest),
+    free: Some(free),
+    aux_load: None,
+    aux_save: None,
+    aux_save2: None,
+    aux_save_triggers: 0,
+    free_effort: None,
+    unlink: None,
+    copy: Some(copy),
+    defrag: None,
+    mem_usage2: None,
+    free_effort2: None,
+    unlink2: None,
+    copy2: None,
+};
+
+/// The state behind a value the server hands to a callback (unpacked if packed).
+///
+/// # Safety
+/// `value` is a value of the module's type, alive for `'a`.
+unsafe fn state<'a>(value: *const c_void) -> Option<Cow<'a, State>> {
+    if is_word(value) {
+        return crate::datatype::unpack(value as usize).map(Cow::Owned);
+    }
+    // SAFETY: the caller passes a value of our type; not a word, so a `Box<State>` pointer
+    // this module created, which the server keeps alive during the callback.
+    unsafe { value.cast::<State>().as_ref() }.map(Cow::Borrowed)
+}
+
+unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
+    if !crate::datatype::encoding_known(encver) {
+        return ptr::null_mut();
+    }
+    let mut len: usize = 0;
+    let p = api!(RedisModule_LoadStringBuffer(rdb, &mut len) else ptr::null_mut());
+    if p.is_null() {
+        return ptr::null_mut();
+    }
+    // SAFETY: the server returned `len` bytes at `p`, ours until freed just below.
+    let decoded = State::decode(unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) });
+    api!(RedisModule_Free(p.cast()) else ());
+    if api!(RedisModule_IsIOError(rdb) else 0) != 0 {
+        return ptr::null_mut();
+    }
+    match decoded {
+        Ok(s) => crate::datatype::value_of(s).into_raw(),
+        Err(_) => ptr::null_mut(),
+    }
+}
+
+unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
+    // SAFETY: the server passes a value of our type, alive during the callback.
+    if let Some(s) = unsafe { state(value) } {
+        let enc = s.encode();
+        let buf = enc.as_slice();
+        api!(RedisModule_SaveStringBuffer(rdb, buf.as_ptr().cast(), buf.len()) else ());
+    }
+}
+
+unsafe extern "C" fn aof_rewrite(
+    aof: *mut raw::RedisModuleIO,
+    key: *mut raw::RedisModuleString,
+    value: *mut c_void,
+) {
+    // Redis appends the key's PEXPIREAT after this itself.
+    // SAFETY: the server passes a value of our type, alive during the callback.
+    if let Some(s) = unsafe { state(value) } {
+        let mut enc = s.encode();
+        let buf = enc.with_expiry(0);
+        api!(RedisModule_EmitAOF(
+            aof,
+            c"RL._APPLY".as_ptr(),
+            c"sb".as_ptr(),
+            key,
+            buf.as_ptr(),
+            buf.len()
+        ) else ());
+    }
+}
+
+unsafe extern "C" fn mem_usage(value: *const c_void) -> usize {
+    if is_word(value) {
+        // The state is the value word itself: report that word, never 0 (Valkey 8.1 counts
+        // only what this callback says, and MEMORY USAGE 0 would read as "no value").
+        return std::mem::size_of::<*mut c_void>();
+    }
+    // SAFETY: the server passes a value of our type, alive during the callback.
+    unsafe { state(value) }.map_or(0, |s| s.mem_usage())
+}
+
+unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
+    // SAFETY: the server passes a value of our type, alive during the callback.
+    if let Some(s) = unsafe { state(value) } {
+        let enc = s.encode();
+        let buf = enc.as_slice();
+        api!(RedisModule_DigestAddStringBuffer(md, buf.as_ptr().cast(), buf.len()) else ());
+        api!(RedisModule_DigestEndSequence(md) else ());
+    }
+}
+
+unsafe extern "C" fn free(value: *mut c_void) {
+    // The server gives back a value of our type to free: ours again.
+    drop(Owned(value));
+}
+
+unsafe extern "C" fn copy(
+    _from: *mut raw::RedisModuleString,
+    _to: *mut raw::RedisModuleString,
+    value: *const c_void,
+) -> *mut c_void {
+    if is_word(value) {
+        return value.cast_mut();
+    }
+    // SAFETY: the server passes a value of our type, alive during the callback.
+    match unsafe { state(value) } {
+        Some(s) => crate::datatype::value_of(s.into_owned()).into_raw(),
+        None => ptr::null_mut(),
     }
 }

@@ -4,9 +4,8 @@
 //! and stores (no locked read-modify-write on the hot path).
 
 use crate::clock;
-use crate::rm::api;
-use redis_module::raw;
-use std::ffi::{c_int, CStr, CString};
+use crate::rm::{self, InfoCtx};
+use std::ffi::{CStr, CString};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 
 /// A counted command.
@@ -123,22 +122,20 @@ pub fn decided(allowed: bool) {
     }
 }
 
-fn field_u64(ctx: *mut raw::RedisModuleInfoCtx, name: &str, v: u64) {
+fn field_u64(ctx: InfoCtx, name: &str, v: u64) {
     if let Ok(f) = CString::new(name) {
-        api!(RedisModule_InfoAddFieldULongLong(ctx, f.as_ptr(), v) else 0);
+        rm::info_u64(ctx, &f, v);
     }
 }
 
-fn field_str(ctx: *mut raw::RedisModuleInfoCtx, name: &CStr, v: &CStr) {
-    api!(RedisModule_InfoAddFieldCString(ctx, name.as_ptr(), v.as_ptr().cast_mut()) else 0);
+fn field_str(ctx: InfoCtx, name: &CStr, v: &CStr) {
+    rm::info_str(ctx, name, v);
 }
 
-/// The module's INFO callback: sections `ratelimit_clock` and `ratelimit_stats`.
-///
-/// # Safety
-/// Called by the server with a valid INFO context.
-pub unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
-    api!(RedisModule_InfoAddSection(ctx, c"clock".as_ptr()) else 0);
+/// The module's INFO sections `ratelimit_clock` and `ratelimit_stats` (called by the INFO
+/// callback in `rm`).
+pub fn info(ctx: InfoCtx) {
+    rm::info_section(ctx, c"clock");
     let source = match clock::source() {
         "test" => c"test",
         "cached-microseconds" => c"cached-microseconds",
@@ -152,7 +149,7 @@ pub unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_repo
         if test { c"yes" } else { c"no" },
     );
     field_u64(ctx, "clock_ms", clock::now_ms());
-    api!(RedisModule_InfoAddSection(ctx, c"stats".as_ptr()) else 0);
+    rm::info_section(ctx, c"stats");
     for (i, name) in NAMES.iter().enumerate() {
         let get = |t: &[AtomicU64; N]| t.get(i).map_or(0, |a| a.load(Relaxed));
         field_u64(ctx, &format!("{name}_calls"), get(&COUNTERS.calls));

@@ -24,8 +24,8 @@ use crate::rule::{Outcome, Request, Rule};
 use crate::state::Algo;
 
 /// One parsed rule with its key and request.
-struct Item {
-    key: RStr,
+struct Item<'a> {
+    key: &'a RStr,
     rule: Rule,
     req: Request,
 }
@@ -49,8 +49,8 @@ fn algo_of(word: &[u8]) -> Option<Algo> {
 /// Parses one rule for `key` at the front of `args` (its algorithm's name, its numbers, its
 /// options: `COST n` (0 peeks), `RESERVE r`, and `STAGGER` for FIXED and SLIDING); returns
 /// it and how many arguments it took.
-fn parse_item(key: RStr, args: &[RStr]) -> Result<(Item, usize), Error> {
-    let word = rm::bytes(*args.first().ok_or(Error::Static(ALL_RULES))?);
+fn parse_item<'a>(key: &'a RStr, args: &[RStr]) -> Result<(Item<'a>, usize), Error> {
+    let word = rm::bytes(args.first().ok_or(Error::Static(ALL_RULES))?);
     let algo = algo_of(word).ok_or(Error::Static(ALL_RULES))?;
     let nums = args.get(1..).unwrap_or(&[]);
     let parsed = match parse_rule(algo, nums) {
@@ -81,29 +81,29 @@ fn parse_item(key: RStr, args: &[RStr]) -> Result<(Item, usize), Error> {
 }
 
 /// Parses the whole call: the items and DRYRUN.
-fn parse(args: &[RStr]) -> Result<(Vec<Item>, bool), Error> {
+fn parse(args: &[RStr]) -> Result<(Vec<Item<'_>>, bool), Error> {
     let [_, numkeys, rest @ ..] = args else {
         return Err(Error::Arity);
     };
-    let n = positive(*numkeys, "numkeys")? as usize;
+    let n = positive(numkeys, "numkeys")? as usize;
     if n > rest.len() {
         return Err(ALL_NUMKEYS.into());
     }
     let (keys, mut tail) = rest.split_at(n);
     for (i, k) in keys.iter().enumerate() {
-        if keys[..i].iter().any(|o| rm::bytes(*o) == rm::bytes(*k)) {
+        if keys[..i].iter().any(|o| rm::bytes(o) == rm::bytes(k)) {
             return Err(ALL_DUPLICATE.into());
         }
     }
     let mut items = Vec::with_capacity(n);
     for key in keys {
-        let (item, used) = parse_item(*key, tail)?;
+        let (item, used) = parse_item(key, tail)?;
         tail = tail.get(used..).unwrap_or(&[]);
         items.push(item);
     }
     let dryrun = match tail {
         [] => false,
-        [w] if rm::bytes(*w).eq_ignore_ascii_case(b"DRYRUN") => true,
+        [w] if rm::bytes(w).eq_ignore_ascii_case(b"DRYRUN") => true,
         _ => return Err(SYNTAX.into()),
     };
     Ok((items, dryrun))
@@ -111,7 +111,7 @@ fn parse(args: &[RStr]) -> Result<(Vec<Item>, bool), Error> {
 
 /// Answers a key-position request (`getkeys-api`): the keys are arguments 2..2+numkeys.
 fn key_positions(ctx: Ctx, args: &[RStr]) {
-    let n = args.get(1).and_then(|a| rm::to_i64(*a)).unwrap_or(0);
+    let n = args.get(1).and_then(rm::to_i64).unwrap_or(0);
     let n = usize::try_from(n)
         .unwrap_or(0)
         .min(args.len().saturating_sub(2));
@@ -127,12 +127,12 @@ pub fn all(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
     }
     let (items, dryrun) = parse(args)?;
     let now = clock::now_us();
-    let keys: Vec<Key> = items
+    let mut keys: Vec<Key> = items
         .iter()
         .map(|it| Key::open(ctx, it.key, !dryrun))
         .collect();
     let mut states = Vec::with_capacity(items.len());
-    for (it, key) in items.iter().zip(&keys) {
+    for (it, key) in items.iter().zip(keys.iter_mut()) {
         states.push(state_of(key, it.rule.algo())?);
     }
     // Pass 1: every rule decides without writing.
@@ -151,12 +151,15 @@ pub fn all(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
         .zip(states.iter_mut())
         .map(|(it, st)| decide(it, st))
         .collect();
+    // The dry run changed no state: pass 2 reads each key again (one view of a key at a
+    // time, and a packed state unpacks to the same value).
+    drop(states);
     let refused_by = outs.iter().position(|o| !o.decision.allowed);
     if refused_by.is_none() && !dryrun {
         // Pass 2: all admit, so each spends, in one atomic step (effects are replicated
         // together: Redis wraps a command's several effects in MULTI/EXEC).
-        for (i, (it, st)) in items.iter().zip(states.drain(..)).enumerate() {
-            let mut held = st;
+        for (i, (it, key)) in items.iter().zip(keys.iter_mut()).enumerate() {
+            let mut held = state_of(key, it.rule.algo())?;
             let mut fresh = None;
             let state: &mut crate::state::State = match held.as_mut() {
                 Some(h) => h,
@@ -166,9 +169,7 @@ pub fn all(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
             if out.wrote {
                 let eff = effect(state);
                 let owned = held.map_or(fresh, Held::to_store);
-                if let Some(k) = keys.get(i) {
-                    commit(ctx, k, it.key, owned, eff, out.decision.reset_after_ms);
-                }
+                commit(ctx, key, it.key, owned, eff, out.decision.reset_after_ms);
             }
             if let Some(o) = outs.get_mut(i) {
                 *o = out;

@@ -16,16 +16,15 @@ pub fn apply(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
     let [_, name, payload] = args else {
         return Err(Error::Arity);
     };
-    let name = *name;
     // The payload is the absolute expiry (unix ms, 8 bytes LE, 0 = none: the AOF rewrite,
     // where Redis appends PEXPIREAT itself) and the state's encoding.
-    let (at, s) = split_payload(rm::bytes(*payload)).map_err(|_| Error::from(APPLY_PAYLOAD))?;
+    let (at, s) = split_payload(rm::bytes(payload)).map_err(|_| Error::from(APPLY_PAYLOAD))?;
     let algo = s.algo();
-    let key = Key::open(ctx, name, true);
-    if let datatype::Slot::Foreign = datatype::slot(&key) {
+    let mut key = Key::open(ctx, name, true);
+    if let datatype::Slot::Foreign = datatype::slot(&mut key) {
         key.delete();
     }
-    if !datatype::store(&key, s) {
+    if !datatype::store(&mut key, s) {
         return Err(APPLY_PAYLOAD.into());
     }
     if let Some(at) = at {
@@ -34,7 +33,7 @@ pub fn apply(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
     rm::signal_modified(ctx, name);
     rm::notify(ctx, algo, name);
     // A replica's own AOF gets the effect too (the same effect, never the command verbatim).
-    crate::propagate::apply(ctx, name, rm::bytes(*payload));
+    crate::propagate::apply(ctx, name, rm::bytes(payload));
     rm::reply_simple(ctx, c"OK");
     Ok(())
 }

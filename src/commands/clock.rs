@@ -14,7 +14,7 @@ pub fn clock(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
     if !config::test_clock_enabled() {
         return Err(CLOCK_DISABLED.into());
     }
-    let sub = rm::bytes(args[1]);
+    let sub = rm::bytes(&args[1]);
     let is = |w: &[u8]| sub.eq_ignore_ascii_case(w);
     match args {
         [_, _] if is(b"GET") => {
@@ -22,9 +22,9 @@ pub fn clock(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
             return Ok(());
         }
         [_, _] if is(b"REAL") => clock::real(),
-        [_, _, v] if is(b"SET") => clock::set_ms(int(*v)?).map_err(|_| Error::from(CLOCK_RANGE))?,
+        [_, _, v] if is(b"SET") => clock::set_ms(int(v)?).map_err(|_| Error::from(CLOCK_RANGE))?,
         [_, _, v] if is(b"ADVANCE") => {
-            clock::advance_ms(int(*v)?).map_err(|_| Error::from(CLOCK_RANGE))?
+            clock::advance_ms(int(v)?).map_err(|_| Error::from(CLOCK_RANGE))?
         }
         _ if is(b"GET") || is(b"REAL") || is(b"SET") || is(b"ADVANCE") => return Err(Error::Arity),
         _ => return Err(CLOCK_SUBCOMMAND.into()),

@@ -18,8 +18,8 @@ pub fn info(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
     let [_, name] = args else {
         return Err(Error::Arity);
     };
-    let key = Key::open(ctx, *name, false);
-    let s = match datatype::slot(&key) {
+    let mut key = Key::open(ctx, name, false);
+    let s = match datatype::slot(&mut key) {
         Slot::Empty => {
             rm::reply_null(ctx);
             return Ok(());

@@ -12,12 +12,12 @@ use crate::state::{Algo, State};
 /// Replies 1 if it did, 0 otherwise (no key, stale or unknown token).
 fn with_leases(
     ctx: Ctx,
-    name: RStr,
+    name: &RStr,
     f: impl FnOnce(&mut lease::Leases, u64) -> bool,
 ) -> Result<(), Error> {
     let now = clock::now_us();
-    let key = Key::open(ctx, name, true);
-    let done = match state_of(&key, Algo::Concurrency)? {
+    let mut key = Key::open(ctx, name, true);
+    let done = match state_of(&mut key, Algo::Concurrency)? {
         Some(mut held) => {
             let (changed, ttl) = match &mut *held {
                 State::Concurrency(c) => {
@@ -28,7 +28,8 @@ fn with_leases(
             };
             if changed {
                 let eff = effect(&held);
-                commit(ctx, &key, name, held.to_store(), eff, ttl);
+                let owned = held.to_store();
+                commit(ctx, &mut key, name, owned, eff, ttl);
             }
             changed
         }
@@ -39,7 +40,7 @@ fn with_leases(
     Ok(())
 }
 
-fn token(s: RStr) -> Result<Token, Error> {
+fn token(s: &RStr) -> Result<Token, Error> {
     Token::parse(rm::bytes(s)).ok_or(Error::Static(TOKEN))
 }
 
@@ -48,8 +49,8 @@ pub fn release(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
     let [_, key, tok] = args else {
         return Err(Error::Arity);
     };
-    let t = token(*tok)?;
-    with_leases(ctx, *key, |l, now| l.release(t, now))
+    let t = token(tok)?;
+    with_leases(ctx, key, |l, now| l.release(t, now))
 }
 
 /// `RL.RENEW key token lease_ms`
@@ -57,7 +58,7 @@ pub fn renew(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
     let [_, key, tok, ms] = args else {
         return Err(Error::Arity);
     };
-    let t = token(*tok)?;
-    let p = lease::Params::new(1, positive(*ms, "lease_ms")?)?;
-    with_leases(ctx, *key, |l, now| l.renew(t, p.lease_ms, now))
+    let t = token(tok)?;
+    let p = lease::Params::new(1, positive(ms, "lease_ms")?)?;
+    with_leases(ctx, key, |l, now| l.renew(t, p.lease_ms, now))
 }

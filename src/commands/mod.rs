@@ -25,15 +25,10 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 /// A command implementation: `args[0]` is the command name. Replies itself on success.
 pub type Handler = fn(Ctx, &[RStr]) -> Result<(), Error>;
 
-/// Runs a handler for a raw Redis call: never lets a panic reach the server, and turns
-/// errors into error replies.
-pub fn dispatch(ctx: Ctx, argv: *mut RStr, argc: c_int, h: Handler, stat: Stat) -> c_int {
+/// Runs a handler on the arguments of a call (from [`rm::entry`]): never lets a panic reach
+/// the server, and turns errors into error replies.
+pub fn dispatch(ctx: Ctx, args: &[RStr], h: Handler, stat: Stat) -> c_int {
     stats::call(stat);
-    let args: &[RStr] = match usize::try_from(argc) {
-        // SAFETY: Redis passes `argc` valid argument pointers.
-        Ok(n) if !argv.is_null() => unsafe { std::slice::from_raw_parts(argv, n) },
-        _ => &[],
-    };
     let res = catch_unwind(AssertUnwindSafe(|| h(ctx, args)));
     match res {
         Ok(Ok(())) => rm::OK,
@@ -109,7 +104,7 @@ pub fn count(req: &Request, o: &Outcome) {
 }
 
 /// The key's state if it holds one of `algo`: `Ok(None)` when empty, `WRONGTYPE` otherwise.
-pub fn state_of(key: &Key, algo: Algo) -> Result<Option<Held<'_>>, Error> {
+pub fn state_of(key: &mut Key, algo: Algo) -> Result<Option<Held<'_>>, Error> {
     match datatype::slot(key) {
         Slot::Empty => Ok(None),
         Slot::Ours(s) if s.algo() == algo => Ok(Some(s)),
@@ -120,10 +115,10 @@ pub fn state_of(key: &Key, algo: Algo) -> Result<Option<Held<'_>>, Error> {
 
 /// Decides one request of `rule` on key `name` and, when it writes (see
 /// [`Rule::request`]), stores the new state with its TTL and propagates the effect.
-pub fn run(ctx: Ctx, name: RStr, rule: &Rule, req: &Request) -> Result<Outcome, Error> {
+pub fn run(ctx: Ctx, name: &RStr, rule: &Rule, req: &Request) -> Result<Outcome, Error> {
     let now = mclock::now_us();
-    let key = Key::open(ctx, name, req.commit);
-    let mut held = state_of(&key, rule.algo())?;
+    let mut key = Key::open(ctx, name, req.commit);
+    let mut held = state_of(&mut key, rule.algo())?;
     let mut fresh = None;
     let state: &mut State = match held.as_mut() {
         Some(h) => h,
@@ -134,7 +129,7 @@ pub fn run(ctx: Ctx, name: RStr, rule: &Rule, req: &Request) -> Result<Outcome, 
     if out.wrote {
         let eff = effect(state);
         let owned = held.map_or(fresh, Held::to_store);
-        commit(ctx, &key, name, owned, eff, out.decision.reset_after_ms);
+        commit(ctx, &mut key, name, owned, eff, out.decision.reset_after_ms);
     }
     Ok(out)
 }
@@ -157,7 +152,14 @@ pub fn effect(s: &State) -> Effect {
 /// word; a boxed one was updated in place), sets the TTL to `ttl_ms`, signals the change
 /// and propagates the effect `eff` (the encoded state and its absolute expiry), never the
 /// clock-dependent command.
-pub fn commit(ctx: Ctx, key: &Key, name: RStr, owned: Option<State>, eff: Effect, ttl_ms: u64) {
+pub fn commit(
+    ctx: Ctx,
+    key: &mut Key,
+    name: &RStr,
+    owned: Option<State>,
+    eff: Effect,
+    ttl_ms: u64,
+) {
     let algo = eff.algo;
     if ttl_ms == 0 {
         // Equivalent to a fresh key: no state at all.

@@ -30,7 +30,7 @@ pub struct Parsed {
 /// algorithm's name in RL.ALL); `Error::Arity` if there are too few.
 #[inline]
 pub fn parse_rule(algo: Algo, a: &[RStr]) -> Result<Parsed, Error> {
-    let n = |i: usize| a.get(i).copied();
+    let n = |i: usize| a.get(i);
     let parsed = match algo {
         Algo::Gcra | Algo::TokenBucket => {
             let names = if algo == Algo::Gcra {
@@ -105,7 +105,7 @@ pub fn takes(algo: Algo) -> Takes {
 
 /// `STAGGER`: the rule's windows offset by `slot * window_ms / 16384` ms, with `slot` the
 /// key's Redis Cluster hash slot.
-pub fn staggered(rule: Rule, key: RStr) -> Rule {
+pub fn staggered(rule: Rule, key: &RStr) -> Rule {
     match rule {
         Rule::Window(algo, p, _) => {
             let off = window::stagger_ms(slot::key_slot(rm::bytes(key)), p.window_ms);
@@ -139,11 +139,11 @@ fn rate(ctx: Ctx, args: &[RStr], algo: Algo) -> Result<(), Error> {
         takes(algo),
     )?;
     let rule = if opts.stagger {
-        staggered(parsed.rule, *key)
+        staggered(parsed.rule, key)
     } else {
         parsed.rule
     };
-    reply_outcome(ctx, &run(ctx, *key, &rule, &opts.request())?);
+    reply_outcome(ctx, &run(ctx, key, &rule, &opts.request())?);
     Ok(())
 }
 

@@ -21,8 +21,8 @@ fn parse_cell_string(b: &[u8]) -> Option<u64> {
 
 pub fn throttle(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
     let (name, burst, count, period, quantity) = match args {
-        [_, k, b, c, p] => (*k, *b, *c, *p, None),
-        [_, k, b, c, p, q] => (*k, *b, *c, *p, Some(*q)),
+        [_, k, b, c, p] => (k, b, c, p, None),
+        [_, k, b, c, p, q] => (k, b, c, p, Some(q)),
         _ => return Err(Error::Arity),
     };
     let p = cell::Params::new(
@@ -39,7 +39,7 @@ pub fn throttle(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
     let gp = gcra::Params::new(p.limit(), p.count, p.period_s.saturating_mul(1000), names)?;
     let now_us = clock::now_us();
     let now_ns = now_us.saturating_mul(1000);
-    let key = Key::open(ctx, name, true);
+    let mut key = Key::open(ctx, name, true);
     let adopted = key.kind() == raw::REDISMODULE_KEYTYPE_STRING;
     // The stored TAT; `retimed`: written under another emission interval, so re-timed by
     // its units (stored even on a refusal, as RL.GCRA does).
@@ -53,7 +53,7 @@ pub fn throttle(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
             .ok_or(Error::Static(WRONGTYPE))?;
         (Some(tat_ns), false)
     } else {
-        let held = state_of(&key, Algo::Gcra)?;
+        let held = state_of(&mut key, Algo::Gcra)?;
         let state = held.as_deref();
         if let Some(s) = state {
             blocked_until_us = s.blocked_until_us();
@@ -105,7 +105,7 @@ pub fn throttle(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
         // redis-cell's TTL: whole ms, truncated (a debt under 1 ms leaves no key at all, so
         // the next call at the same instant finds a fresh key there too).
         let ttl_ms = u64::try_from(ttl_ns).unwrap_or(0) / NS_PER_MS;
-        commit(ctx, &key, name, Some(next), eff, ttl_ms);
+        commit(ctx, &mut key, name, Some(next), eff, ttl_ms);
     }
     crate::stats::decided(!reply.limited);
     reply_cell(ctx, &reply)
