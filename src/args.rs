@@ -12,6 +12,7 @@ pub fn int(s: &RStr) -> Result<i64, Error> {
 }
 
 /// An integer argument that must be at least 1.
+#[inline]
 pub fn positive(s: &RStr, name: &'static str) -> Result<u64, Error> {
     match int(s)? {
         v if v >= 1 => Ok(v as u64),

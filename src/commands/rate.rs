@@ -28,7 +28,7 @@ pub struct Parsed {
 
 /// The rule of `algo` from the numbers at the front of `a` (after the key, or after the
 /// algorithm's name in RL.ALL); `Error::Arity` if there are too few.
-#[inline]
+#[inline(always)]
 pub fn parse_rule(algo: Algo, a: &[RStr]) -> Result<Parsed, Error> {
     let n = |i: usize| a.get(i);
     let parsed = match algo {
