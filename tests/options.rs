@@ -835,6 +835,9 @@ fn rl_all_peeks_and_reserves_per_rule() {
         args!("RL.ALL", 1, "{u}:peek", "GCRA", 5, 1, 1000, "STAGGER"),
         args!("RL.ALL", 1, "{u}:peek", "LOG", 5, 1000, "STAGGER"),
         args!("RL.ALL", 1, "{u}:peek", "QUEUE", 5, 1000, "PARTIAL"),
+        // Misplaced on a rule that is not the last.
+        args!("RL.ALL", 2, "{u}:a", "{u}:b", "GCRA", 5, 1, 1000, "PARTIAL", "FIXED", 5, 1000),
+        args!("RL.ALL", 2, "{u}:a", "{u}:b", "FIXED", 5, 1000, "BLOCK", 10, "FIXED", 5, 1000),
     ] {
         assert_eq!(err(&mut c, &a), ERR_SYNTAX, "{a:?}");
     }

@@ -46,12 +46,35 @@ fn algo_of(word: &[u8]) -> Option<Algo> {
         .map(|(_, a)| a)
 }
 
+/// A word of the rate commands' options.
+fn is_option(word: &[u8]) -> bool {
+    [
+        &b"COST"[..],
+        b"REFUND",
+        b"PARTIAL",
+        b"RESERVE",
+        b"BLOCK",
+        b"STAGGER",
+        b"DRYRUN",
+    ]
+    .iter()
+    .any(|o| word.eq_ignore_ascii_case(o))
+}
+
 /// Parses one rule for `key` at the front of `args` (its algorithm's name, its numbers, its
 /// options: `COST n` (0 peeks), `RESERVE r`, and `STAGGER` for FIXED and SLIDING); returns
 /// it and how many arguments it took.
 fn parse_item<'a>(key: &'a RStr, args: &[RStr]) -> Result<(Item<'a>, usize), Error> {
     let word = rm::bytes(args.first().ok_or(Error::Static(ALL_RULES))?);
-    let algo = algo_of(word).ok_or(Error::Static(ALL_RULES))?;
+    let Some(algo) = algo_of(word) else {
+        // An option the previous rule does not take (PARTIAL, BLOCK, ...) is misplaced, not
+        // a missing rule.
+        return Err(Error::Static(if is_option(word) {
+            SYNTAX
+        } else {
+            ALL_RULES
+        }));
+    };
     let nums = args.get(1..).unwrap_or(&[]);
     let parsed = match parse_rule(algo, nums) {
         // Too few numbers for the rule: the call's arity is fine, the rule is not.
