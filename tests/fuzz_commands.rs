@@ -687,10 +687,11 @@ fn check_shape(cmd: &str, args: &[Vec<u8>], v: &Value) -> Result<(), String> {
         if allowed == 0 && retry == 0 {
             return Err("refused with retry_after_ms 0".into());
         }
-        // The largest duration (10^12 ms) plus the time the clock may still need to catch
-        // up with a key written under a clock that ran ahead ("time never runs backwards":
-        // the replies count it), at most the whole clock range (10^13 ms).
-        if reset > 11_000_000_000_000 || retry > 11_000_000_000_000 {
+        // Two of the largest windows (a sliding window is fresh at the end of the next one:
+        // 2 * 10^12 ms) plus the time the clock may still need to catch up with a key
+        // written under a clock that ran ahead ("time never runs backwards": the replies
+        // count it), at most the whole clock range (10^13 ms).
+        if reset > 12_000_000_000_000 || retry > 12_000_000_000_000 {
             return Err(format!(
                 "a time beyond the largest duration plus the clock range: {f:?}"
             ));
