@@ -21,6 +21,7 @@ pub mod datatype;
 pub mod error;
 pub mod propagate;
 pub mod register;
+pub mod replay;
 pub mod rm;
 pub mod rule;
 pub mod state;

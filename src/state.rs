@@ -150,7 +150,8 @@ pub enum Encoded {
     Heap(Vec<u8>),
 }
 
-const INLINE: usize = 8 + 64;
+/// The largest inline encoding: the expiry, version and tag, then 8 fields.
+const INLINE: usize = 8 + 2 + 64;
 
 impl Encoded {
     fn bytes(&self) -> &[u8] {
@@ -186,6 +187,12 @@ impl Encoded {
 
     /// An encoding with tag `tag` and room for `body` more bytes.
     fn tagged(tag: u8, body: usize) -> Encoded {
+        Encoded::with_header(ENCODING_VERSION, tag, body)
+    }
+
+    /// An encoding that starts with `version` and `tag` and has room for `body` more bytes
+    /// (a state's, or a replayed operation's: `replay.rs`).
+    pub(crate) fn with_header(version: u8, tag: u8, body: usize) -> Encoded {
         let len = 8 + 2 + body;
         let mut e = if len <= INLINE {
             Encoded::Inline([0; INLINE], 8)
@@ -194,7 +201,7 @@ impl Encoded {
             v.extend_from_slice(&[0; 8]);
             Encoded::Heap(v)
         };
-        e.push_bytes(&[ENCODING_VERSION, tag]);
+        e.push_bytes(&[version, tag]);
         e
     }
 
@@ -210,7 +217,7 @@ impl Encoded {
         }
     }
 
-    fn push(&mut self, v: u64) {
+    pub(crate) fn push(&mut self, v: u64) {
         self.push_bytes(&v.to_le_bytes());
     }
 }
@@ -223,10 +230,19 @@ pub fn split_payload(p: &[u8]) -> Result<(Option<u64>, State), DecodeError> {
 }
 
 /// Reads `u64` fields off a payload.
-struct Reader<'a>(&'a [u8]);
+pub(crate) struct Reader<'a>(&'a [u8]);
 
-impl Reader<'_> {
-    fn u64(&mut self) -> Result<u64, DecodeError> {
+impl<'a> Reader<'a> {
+    pub(crate) fn new(buf: &'a [u8]) -> Reader<'a> {
+        Reader(buf)
+    }
+
+    /// Nothing left to read.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub(crate) fn u64(&mut self) -> Result<u64, DecodeError> {
         let (head, rest) = self
             .0
             .split_first_chunk::<8>()

@@ -921,3 +921,102 @@ fn dual_channel_replication_gets_effects_only() {
     assert_effects("backlog", &b.names());
     assert_replicas_identical("dual-channel", &mut pc, &mut [r.con()]);
 }
+
+/// `master_repl_offset` of a server.
+fn repl_offset(c: &mut Connection) -> i64 {
+    info_field(c, "replication", "master_repl_offset")
+        .and_then(|o| o.parse().ok())
+        .unwrap()
+}
+
+/// Bytes the primary sends its replica per call of `calls` (each run once, in order).
+fn replicated_per_call(pc: &mut Connection, calls: &[Vec<String>]) -> i64 {
+    let before = repl_offset(pc);
+    for c in calls {
+        raw(pc, c);
+    }
+    (repl_offset(pc) - before) / calls.len() as i64
+}
+
+/// RL.LOG and RL.ACQUIRE keys replicate the operation that changed them, not their whole
+/// state: the bytes sent per request are the same at limit 10 and at limit 10,000 (and
+/// small), and a replica, and the AOF loaded again, hold exactly the primary's state.
+#[test]
+fn large_states_replicate_operations_of_constant_size() {
+    let (p, mut pc) = primary(ServerOptions {
+        appendonly: true,
+        extra: vec!["--appendfsync".into(), "always".into()],
+        ..ServerOptions::default()
+    });
+    let r = p.start_replica();
+    let mut rc = r.con();
+    sync_replica(&mut pc, &mut rc);
+    let mut per_call = BTreeMap::new();
+    for limit in [10i64, 10_000] {
+        // Filled to 90% of the limit; then the steady state of a busy key.
+        let lk = format!("log:{limit:05}");
+        raw(
+            &mut pc,
+            &args!("RL.LOG", &lk, limit, 3_600_000, "COST", limit * 9 / 10),
+        );
+        let log_calls: Vec<Vec<String>> = (0..50)
+            .flat_map(|_| {
+                [
+                    args!("RL.LOG", &lk, limit, 3_600_000),
+                    args!("RL.LOG", &lk, limit, 3_600_000, "REFUND", 1),
+                    args!("RL.LOG", &lk, limit, 3_600_000, "COST", 2, "PARTIAL"),
+                    args!("RL.LOG", &lk, limit, 3_600_000, "REFUND", 2),
+                ]
+            })
+            .collect();
+        per_call.insert(("log", limit), replicated_per_call(&mut pc, &log_calls));
+        let ak = format!("acq:{limit:05}");
+        for _ in 0..limit * 9 / 10 {
+            raw(&mut pc, &args!("RL.ACQUIRE", &ak, limit, 3_600_000));
+        }
+        let mut acq = 0;
+        let mut rel = 0;
+        let mut ren = 0;
+        for _ in 0..50 {
+            let before = repl_offset(&mut pc);
+            let v = raw(&mut pc, &args!("RL.ACQUIRE", &ak, limit, 3_600_000));
+            let Value::Array(a) = v else {
+                panic!("RL.ACQUIRE: {v:?}")
+            };
+            let token = text(&a[5]);
+            let mid = repl_offset(&mut pc);
+            assert_eq!(
+                int(&raw(&mut pc, &args!("RL.RENEW", &ak, &token, 7_200_000))),
+                1
+            );
+            let renewed = repl_offset(&mut pc);
+            assert_eq!(int(&raw(&mut pc, &args!("RL.RELEASE", &ak, &token))), 1);
+            acq += mid - before;
+            ren += renewed - mid;
+            rel += repl_offset(&mut pc) - renewed;
+        }
+        per_call.insert(("acquire", limit), acq / 50);
+        per_call.insert(("renew", limit), ren / 50);
+        per_call.insert(("release", limit), rel / 50);
+    }
+    eprintln!("replicated bytes per call: {per_call:?}");
+    for cmd in ["log", "acquire", "renew", "release"] {
+        let (small, large) = (per_call[&(cmd, 10)], per_call[&(cmd, 10_000)]);
+        assert_eq!(
+            small, large,
+            "{cmd}: bytes per call at limit 10 and 10,000: {per_call:?}"
+        );
+        assert!(small < 200, "{cmd}: {small} bytes per call: {per_call:?}");
+    }
+    sync_replica(&mut pc, &mut rc);
+    let keys = scan_all(&mut pc);
+    assert_eq!(keys.len(), 4);
+    let want: Vec<_> = keys.iter().map(|k| digest(&mut pc, k)).collect();
+    let got: Vec<_> = keys.iter().map(|k| digest(&mut rc, k)).collect();
+    assert_eq!(got, want, "the replica's states differ from the primary's");
+    assert_effects_only("operations", &mut rc);
+    // The AOF (operations since the last rewrite) loaded again gives the same states.
+    ok(&mut pc, &args!("DEBUG", "LOADAOF"));
+    let again: Vec<_> = keys.iter().map(|k| digest(&mut pc, k)).collect();
+    assert_eq!(again, want, "the AOF loaded again differs");
+}

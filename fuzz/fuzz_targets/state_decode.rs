@@ -5,12 +5,16 @@
 //!   of its own algorithm with any valid parameters, cost and time keeps every per-call
 //!   property (`rl_fuzz::check`): no panic, sane reply, no block beyond the reset time.
 //!
+//! - `replay::Op::decode` (an RL._APPLY operation) never panics, re-encodes to the same
+//!   bytes, and runs on any decoded state without panicking.
+//!
 //! Input layout for the last part: the first 48 bytes choose the rule, cost and time; the
 //! rest is the payload. The whole input is also decoded as is.
 #![no_main]
 
 use arbitrary::Unstructured;
 use libfuzzer_sys::fuzz_target;
+use rl_fuzz::replay::Op;
 use rl_fuzz::state::{split_payload, State};
 use rl_fuzz::{call, cost, num, rule_of, MAX_NOW_US};
 
@@ -29,7 +33,29 @@ fn codec(data: &[u8]) -> Option<State> {
     Some(s)
 }
 
+/// An operation at the front of `data` (its encoding's length is fixed by its tag), run on
+/// the state the rest decodes to, or on its fresh state.
+fn replay(data: &[u8]) {
+    for len in [26, 34, 66] {
+        let Some(op) = data.get(..len).and_then(|b| Op::decode(b).ok()) else {
+            continue;
+        };
+        assert_eq!(op.encode().as_slice(), &data[..len], "op decode/encode: {op:?}");
+        let mut s = match State::decode(&data[len..]) {
+            Ok(s) if s.algo() == op.algo() => s,
+            _ => match op.fresh() {
+                Some(s) => s,
+                None => return,
+            },
+        };
+        op.run(&mut s);
+        let enc = s.encode();
+        assert_eq!(State::decode(enc.as_slice()).as_ref(), Ok(&s));
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
+    replay(data);
     let whole = codec(data);
     match split_payload(data) {
         Ok((at, s)) => {

@@ -14,7 +14,7 @@
 //! refused, each rule's reply says what it alone would have decided, and nothing is spent.
 
 use super::rate::{parse_rule, staggered};
-use super::{commit, effect, reply_outcome, state_of};
+use super::{commit, effect_of_request, reply_outcome, state_of};
 use crate::args::{leading_options, positive, Takes};
 use crate::clock;
 use crate::datatype::Held;
@@ -190,7 +190,7 @@ pub fn all(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
             };
             let out = it.rule.request(state, &it.req, now);
             if out.wrote {
-                let eff = effect(state);
+                let eff = effect_of_request(&it.rule, &it.req, now, state);
                 let owned = held.map_or(fresh, Held::to_store);
                 commit(ctx, key, it.key, owned, eff, out.decision.reset_after_ms);
             }

@@ -1,40 +1,33 @@
 //! `RL.RELEASE key token` and `RL.RENEW key token lease_ms` (RL.ACQUIRE is in `rate`).
 
-use super::{commit, effect, state_of};
+use super::{commit, effect_of_op, state_of};
 use crate::algo::lease::{self, Token};
 use crate::args::positive;
 use crate::clock;
 use crate::error::{Error, TOKEN};
+use crate::replay::Op;
 use crate::rm::{self, Ctx, Key, RStr};
 use crate::state::{Algo, State};
 
-/// Runs `f` on the key's leases; writes, expires and replicates when it returns true.
-/// Replies 1 if it did, 0 otherwise (no key, stale or unknown token).
-fn with_leases(
-    ctx: Ctx,
-    name: &RStr,
-    f: impl FnOnce(&mut lease::Leases, u64) -> bool,
-) -> Result<(), Error> {
-    let now = clock::now_us();
+/// Runs `op` on the key's leases; writes, expires and replicates the operation (never the
+/// leases: see `replay.rs`) when it changed them. Replies 1 if it did, 0 otherwise (no key,
+/// stale or unknown token).
+fn with_leases(ctx: Ctx, name: &RStr, op: Op) -> Result<(), Error> {
     let mut key = Key::open(ctx, name, true);
-    let done = match state_of(&mut key, Algo::Concurrency)? {
-        Some(mut held) => {
-            let (changed, ttl) = match &mut *held {
-                State::Concurrency(c) => {
-                    let changed = f(&mut c.leases, now);
-                    (changed, c.leases.ttl_ms(now))
-                }
-                _ => (false, 0),
-            };
-            if changed {
-                let eff = effect(&held);
-                let owned = held.to_store();
-                commit(ctx, &mut key, name, owned, eff, ttl);
-            }
-            changed
-        }
+    let mut held = state_of(&mut key, Algo::Concurrency)?;
+    let done = match held.as_mut() {
+        Some(h) => op.run(h),
         None => false,
     };
+    if let Some(held) = held.filter(|_| done) {
+        let ttl = match &*held {
+            State::Concurrency(c) => c.leases.ttl_ms(op.now_us()),
+            _ => 0,
+        };
+        let eff = effect_of_op(&op);
+        let owned = held.to_store();
+        commit(ctx, &mut key, name, owned, eff, ttl);
+    }
     crate::stats::decided(done);
     rm::reply_i64(ctx, i64::from(done));
     Ok(())
@@ -49,8 +42,9 @@ pub fn release(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
     let [_, key, tok] = args else {
         return Err(Error::Arity);
     };
-    let t = token(tok)?;
-    with_leases(ctx, key, |l, now| l.release(t, now))
+    let token = token(tok)?;
+    let now_us = clock::now_us();
+    with_leases(ctx, key, Op::Release { token, now_us })
 }
 
 /// `RL.RENEW key token lease_ms`
@@ -58,7 +52,13 @@ pub fn renew(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
     let [_, key, tok, ms] = args else {
         return Err(Error::Arity);
     };
-    let t = token(tok)?;
+    let token = token(tok)?;
     let p = lease::Params::new(1, positive(ms, "lease_ms")?)?;
-    with_leases(ctx, key, |l, now| l.renew(t, p.lease_ms, now))
+    let now_us = clock::now_us();
+    let op = Op::Renew {
+        token,
+        lease_ms: p.lease_ms,
+        now_us,
+    };
+    with_leases(ctx, key, op)
 }

@@ -14,6 +14,7 @@ use crate::clock as mclock;
 use crate::datatype::{self, Held, Slot};
 use crate::error::{Error, INTERNAL, WRONGTYPE};
 use crate::propagate;
+use crate::replay::Op;
 use crate::rm::{self, Ctx, Key, RStr};
 use crate::rule::{Ask, Extra, Outcome, Request, Rule};
 use crate::state::{Algo, Encoded, State};
@@ -127,24 +128,43 @@ pub fn run(ctx: Ctx, name: &RStr, rule: &Rule, req: &Request) -> Result<Outcome,
     let out = rule.request(state, req, now);
     count(req, &out);
     if out.wrote {
-        let eff = effect(state);
+        let eff = effect_of_request(rule, req, now, state);
         let owned = held.map_or(fresh, Held::to_store);
         commit(ctx, &mut key, name, owned, eff, out.decision.reset_after_ms);
     }
     Ok(out)
 }
 
-/// What a write propagates: the state's encoding (always: see [`propagate`]).
+/// What a write propagates: the state's encoding, or for a state that grows with its limit
+/// the operation that changed it (`replay.rs`); always (see [`propagate`]).
 pub struct Effect {
     algo: Algo,
     enc: Encoded,
 }
 
-/// The effect of writing `s` (encoded before the state is moved into its key).
+/// The effect of writing `s` whole (encoded before the state is moved into its key).
 pub fn effect(s: &State) -> Effect {
     Effect {
         algo: s.algo(),
         enc: s.encode(),
+    }
+}
+
+/// The effect of the write `op`.
+pub fn effect_of_op(op: &Op) -> Effect {
+    Effect {
+        algo: op.algo(),
+        enc: op.encode(),
+    }
+}
+
+/// The effect of `req` of `rule` at `now_us`, which wrote `s`: the operation for an RL.LOG
+/// or RL.ACQUIRE rule, else the state.
+#[inline]
+pub fn effect_of_request(rule: &Rule, req: &Request, now_us: u64, s: &State) -> Effect {
+    match Op::of_request(rule, req, now_us) {
+        Some(op) => effect_of_op(&op),
+        None => effect(s),
     }
 }
 
