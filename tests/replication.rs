@@ -971,9 +971,13 @@ fn large_states_replicate_operations_of_constant_size() {
             .collect();
         per_call.insert(("log", limit), replicated_per_call(&mut pc, &log_calls));
         let ak = format!("acq:{limit:05}");
+        // One pipeline: one AOF write and fsync for all of them.
+        let mut fill = redis::pipe();
         for _ in 0..limit * 9 / 10 {
-            raw(&mut pc, &args!("RL.ACQUIRE", &ak, limit, 3_600_000));
+            fill.cmd("RL.ACQUIRE").arg(&ak).arg(limit).arg(3_600_000);
         }
+        let granted: Vec<Value> = fill.query(&mut pc).unwrap();
+        assert_eq!(granted.len() as i64, limit * 9 / 10);
         let mut acq = 0;
         let mut rel = 0;
         let mut ren = 0;
