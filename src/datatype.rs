@@ -22,7 +22,11 @@
 //! that is a whole number of µs below 2^53; a window start on a window boundary, counts
 //! that fit in b bits and a window index that fits in what they leave (a fixed window only
 //! with `prev` 0, as the algorithm always leaves it);
-//! and a rule with a slot in its table. Anything else is boxed and behaves the same.
+//! and a rule with a slot in its table. A GCRA-family state whose TAT is not a whole µs (a
+//! rate such as 3 per second) and a window off the boundaries (STAGGER) are packed instead
+//! into a pair of words in a 16-byte box (`pack_pair`; the value pointer then has bit 1
+//! set): 16 bytes per key rather than a 48-byte `State`. Anything else is boxed and behaves
+//! the same.
 
 use crate::algo::{gcra, window};
 use crate::rm::{self, Key, Owned, Stored, TYPE_METHODS};
@@ -218,20 +222,103 @@ fn pack(s: &State) -> Option<usize> {
         }
         State::Log(_) | State::Concurrency(_) | State::Blocked(_) => return None,
     };
+    usize::try_from(word(tag, rule, payload)?).ok()
+}
+
+/// A packed word: `payload` (53 bits), the rule index, the algorithm tag, low bit 1.
+fn word(tag: u64, rule: usize, payload: u64) -> Option<u64> {
     let rule = u64::try_from(rule).ok().filter(|&r| fits(r, 7))?;
-    let word = payload.checked_shl(PAYLOAD_SHIFT)?
-        | rule.checked_shl(RULE_SHIFT)?
-        | tag.checked_shl(TAG_SHIFT)?
-        | 1;
-    usize::try_from(word).ok()
+    if !fits(payload, PAYLOAD_BITS) {
+        return None;
+    }
+    Some(payload << PAYLOAD_SHIFT | rule << RULE_SHIFT | tag << TAG_SHIFT | 1)
+}
+
+/// The tag, rule index and payload of a packed word.
+fn fields(w: u64) -> Option<(u64, usize, u64)> {
+    let rule = usize::try_from(low(w >> RULE_SHIFT, 7)).ok()?;
+    Some(((w >> TAG_SHIFT) & TAG_MASK, rule, w >> PAYLOAD_SHIFT))
+}
+
+/// A state that does not pack into the word, packed into two (a 16-byte box instead of the
+/// 48 bytes of a `State`): `[extra, word]`, the word laid out as a packed one's. GCRA
+/// family: extra = `tat_ns`, payload = `tat_frac` (a rate whose interval is not a whole µs,
+/// 3 per second); windows: extra = `start_ms`, payload = `prev` and `cur` in b bits each (a
+/// STAGGER offset, or a window index too large for the word).
+pub fn pack_pair(s: &State) -> Option<[u64; 2]> {
+    let (tag, extra, payload, rule) = match s {
+        State::Gcra(b) | State::TokenBucket(b) | State::Queue(b) => {
+            let tag = match s {
+                State::Gcra(_) => TAG_GCRA,
+                State::TokenBucket(_) => TAG_TOKENBUCKET,
+                _ => TAG_QUEUE,
+            };
+            if b.tat.frac >= b.params.count || !fits(b.tat.frac, PAYLOAD_BITS) {
+                return None;
+            }
+            (tag, b.tat.ns, b.tat.frac, BUCKET_RULES.intern(&b.params)?)
+        }
+        State::Sliding(w) | State::Fixed(w) => {
+            let tag = match s {
+                State::Sliding(_) => TAG_SLIDING,
+                _ => TAG_FIXED,
+            };
+            let (p, c) = (&w.params, &w.counters);
+            let b = count_bits(p);
+            if 2 * b > PAYLOAD_BITS || !fits(c.prev, b) || !fits(c.cur, b) {
+                return None;
+            }
+            let counts = c.prev << b | c.cur;
+            (tag, c.start_ms, counts, WINDOW_RULES.intern(p)?)
+        }
+        State::Log(_) | State::Concurrency(_) | State::Blocked(_) => return None,
+    };
+    Some([extra, word(tag, rule, payload)?])
+}
+
+/// The state a pair of words stands for (None for a pair no `pack_pair` could have made).
+pub fn unpack_pair(pair: [u64; 2]) -> Option<State> {
+    let [extra, w] = pair;
+    let (tag, rule, payload) = fields(w)?;
+    match tag {
+        TAG_GCRA | TAG_TOKENBUCKET | TAG_QUEUE => {
+            let params = BUCKET_RULES.get(rule)?;
+            if payload >= params.count {
+                return None;
+            }
+            let tat = gcra::Tat {
+                ns: extra,
+                frac: payload,
+            };
+            let b = Bucket { params, tat };
+            Some(match tag {
+                TAG_GCRA => State::Gcra(b),
+                TAG_TOKENBUCKET => State::TokenBucket(b),
+                _ => State::Queue(b),
+            })
+        }
+        TAG_SLIDING | TAG_FIXED => {
+            let params = WINDOW_RULES.get(rule)?;
+            let b = count_bits(&params);
+            let counters = window::Counters {
+                start_ms: extra,
+                prev: low(payload.checked_shr(b)?, b),
+                cur: low(payload, b),
+            };
+            let w = Window { params, counters };
+            Some(if tag == TAG_SLIDING {
+                State::Sliding(w)
+            } else {
+                State::Fixed(w)
+            })
+        }
+        _ => None,
+    }
 }
 
 /// The state a packed word stands for (None for a word no `pack` could have produced).
 pub fn unpack(w: usize) -> Option<State> {
-    let w = u64::try_from(w).ok()?;
-    let rule = usize::try_from(low(w >> RULE_SHIFT, 7)).ok()?;
-    let payload = w >> PAYLOAD_SHIFT;
-    let tag = (w >> TAG_SHIFT) & TAG_MASK;
+    let (tag, rule, payload) = fields(u64::try_from(w).ok()?)?;
     match tag {
         TAG_GCRA | TAG_TOKENBUCKET | TAG_QUEUE => {
             let b = Bucket {
@@ -277,10 +364,14 @@ pub fn unpack(w: usize) -> Option<State> {
     }
 }
 
-/// The value to hand to Redis for `s`: packed when possible, else a box.
+/// The value to hand to Redis for `s`: packed into the word when possible, else into a
+/// pair of words, else a box.
 pub fn value_of(s: State) -> Owned {
-    match pack(&s).and_then(Owned::word) {
-        Some(w) => w,
+    if let Some(w) = pack(&s).and_then(Owned::word) {
+        return w;
+    }
+    match pack_pair(&s) {
+        Some(p) => Owned::pair(p),
         None => Owned::boxed(s),
     }
 }
@@ -336,14 +427,18 @@ pub fn slot(key: &mut Key) -> Slot<'_> {
                 unpack(w).map_or(Slot::Foreign, |s| Slot::Ours(Held::Packed(s)))
             }
             Some(Stored::Boxed(s)) => Slot::Ours(Held::Boxed(s)),
+            Some(Stored::Pair(p)) => {
+                unpack_pair(*p).map_or(Slot::Foreign, |s| Slot::Ours(Held::Packed(s)))
+            }
             None => Slot::Foreign,
         },
         _ => Slot::Foreign,
     }
 }
 
-/// Stores `s` in an open (writable) key: in place when it holds a boxed state of ours,
-/// swapped in when it holds a packed one (both keep the key's TTL), else as a new value.
+/// Stores `s` in an open (writable) key: in place when it holds a boxed state of ours (or a
+/// pair that `s` packs into), swapped in when it holds a packed one (both keep the key's
+/// TTL), else as a new value.
 pub fn store(key: &mut Key, s: State) -> bool {
     // What the key holds, without unpacking a packed value (the caller just did).
     let packed = match key.value() {
@@ -351,6 +446,14 @@ pub fn store(key: &mut Key, s: State) -> bool {
             *b = s;
             return true;
         }
+        Some(Stored::Pair(p)) => match pack(&s).is_none().then(|| pack_pair(&s)).flatten() {
+            // Still a pair: rewritten in place.
+            Some(next) => {
+                *p = next;
+                return true;
+            }
+            None => true,
+        },
         Some(Stored::Word(_)) => true,
         None => false,
     };
@@ -591,6 +694,28 @@ mod tests {
                 prop_assert_eq!(w & 1, 1);
                 prop_assert_eq!(unpack(w), Some(s));
             }
+        }
+
+        /// Packing into a pair is exact or refused; every state of the GCRA family whose
+        /// fraction fits and every window whose counts fit its limit's width take a pair
+        /// when they do not take the word.
+        #[test]
+        fn pair_is_exact_or_refused(s in any_state()) {
+            let pair = pack_pair(&s);
+            if let Some(p) = pair {
+                prop_assert_eq!(unpack_pair(p), Some(s.clone()));
+            }
+            let fits_pair = match &s {
+                State::Sliding(w) | State::Fixed(w) => {
+                    let b = count_bits(&w.params);
+                    2 * b <= PAYLOAD_BITS && fits(w.counters.prev, b) && fits(w.counters.cur, b)
+                }
+                State::Gcra(b) | State::TokenBucket(b) | State::Queue(b) => {
+                    b.tat.frac < b.params.count
+                }
+                _ => false,
+            };
+            prop_assert_eq!(pair.is_some(), fits_pair, "{:?}", s);
         }
 
         /// Window states a command writes (aligned, counts within a limit < 2^k, a window

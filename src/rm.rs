@@ -315,14 +315,35 @@ fn is_word(v: *const c_void) -> bool {
     (v as usize) & 1 == 1
 }
 
+/// The low bits of a value pointer that mark a boxed pair of words (`Box<[u64; 2]>`, 8-byte
+/// aligned, with bit 1 set; a packed word has bit 0 set, a `Box<State>` neither).
+const PAIR_TAG: usize = 2;
+
+/// Whether a value of the module's type is a boxed pair of words.
+fn is_pair(v: *const c_void) -> bool {
+    (v as usize) & 3 == PAIR_TAG
+}
+
+/// The pair behind a value for which [`is_pair`] holds.
+fn pair_ptr(v: *const c_void) -> *mut [u64; 2] {
+    ((v as usize) & !PAIR_TAG) as *mut [u64; 2]
+}
+
 /// A value of the module's type, owned until handed to the server: a state packed into the
-/// word itself (low bit 1), or a `Box<State>` (aligned, so low bit 0). Freed on drop.
+/// word itself (low bit 1), a pair of words in a box (bit 1, see [`PAIR_TAG`]), or a
+/// `Box<State>` (aligned, so low bits 0). Freed on drop.
 pub struct Owned(*mut c_void);
 
 impl Owned {
     /// A packed word; None unless its low bit is set.
     pub fn word(w: usize) -> Option<Owned> {
         (w & 1 == 1).then_some(Owned(w as *mut c_void))
+    }
+
+    /// A pair of words in a box (16 bytes).
+    pub fn pair(p: [u64; 2]) -> Owned {
+        let b = Box::into_raw(Box::new(p));
+        Owned(((b as usize) | PAIR_TAG) as *mut c_void)
     }
 
     /// A boxed state.
@@ -345,11 +366,18 @@ impl Owned {
 
 impl Drop for Owned {
     fn drop(&mut self) {
-        if !self.0.is_null() && !is_word(self.0) {
-            // SAFETY: a non-word `Owned` is a pointer from `Box::into_raw` (`Owned::boxed`,
-            // or a value of our type the server handed back to be freed), owned by `self`.
-            drop(unsafe { Box::from_raw(self.0.cast::<State>()) });
+        if self.0.is_null() || is_word(self.0) {
+            return;
         }
+        if is_pair(self.0) {
+            // SAFETY: a pair `Owned` is a pointer from `Box::into_raw` (`Owned::pair`) with
+            // `PAIR_TAG` added, owned by `self`; `pair_ptr` takes the tag off.
+            drop(unsafe { Box::from_raw(pair_ptr(self.0)) });
+            return;
+        }
+        // SAFETY: any other `Owned` is a pointer from `Box::into_raw` (`Owned::boxed`, or a
+        // value of our type the server handed back to be freed), owned by `self`.
+        drop(unsafe { Box::from_raw(self.0.cast::<State>()) });
     }
 }
 
@@ -359,6 +387,8 @@ pub enum Stored<'a> {
     Word(usize),
     /// A boxed state, changed in place.
     Boxed(&'a mut State),
+    /// A state packed into a boxed pair of words, rewritten in place.
+    Pair(&'a mut [u64; 2]),
 }
 
 /// An open key, closed on drop.
@@ -402,7 +432,13 @@ impl Key {
         if is_word(v) {
             return Some(Stored::Word(v as usize));
         }
-        // SAFETY: a value of our type that is not a word is a `Box<State>` pointer this
+        if is_pair(v) {
+            // SAFETY: a value of our type tagged as a pair is a `Box<[u64; 2]>` this module
+            // created (`Owned::pair`), owned by the key's value while it is stored; the
+            // `&mut` borrows `self` exclusively, as for a boxed state below.
+            return unsafe { pair_ptr(v).as_mut() }.map(Stored::Pair);
+        }
+        // SAFETY: a value of our type that is neither is a `Box<State>` pointer this
         // module created (`Owned::boxed`), owned by the key's value while it is stored. The
         // `&mut` borrows `self` exclusively: no other view of this key exists while it
         // lives, and the key can be neither written (`set_value`, `replace_value`, `delete`
@@ -511,7 +547,13 @@ unsafe fn state<'a>(value: *const c_void) -> Option<Cow<'a, State>> {
     if is_word(value) {
         return crate::datatype::unpack(value as usize).map(Cow::Owned);
     }
-    // SAFETY: the caller passes a value of our type; not a word, so a `Box<State>` pointer
+    if is_pair(value) {
+        // SAFETY: the caller passes a value of our type; tagged as a pair, so a
+        // `Box<[u64; 2]>` this module created, which the server keeps alive meanwhile.
+        let pair = unsafe { pair_ptr(value).as_ref() }.copied()?;
+        return crate::datatype::unpack_pair(pair).map(Cow::Owned);
+    }
+    // SAFETY: the caller passes a value of our type; neither, so a `Box<State>` pointer
     // this module created, which the server keeps alive during the callback.
     unsafe { value.cast::<State>().as_ref() }.map(Cow::Borrowed)
 }
@@ -572,6 +614,9 @@ unsafe extern "C" fn mem_usage(value: *const c_void) -> usize {
         // The state is the value word itself: report that word, never 0 (Valkey 8.1 counts
         // only what this callback says, and MEMORY USAGE 0 would read as "no value").
         return std::mem::size_of::<*mut c_void>();
+    }
+    if is_pair(value) {
+        return std::mem::size_of::<[u64; 2]>();
     }
     // SAFETY: the server passes a value of our type, alive during the callback.
     unsafe { state(value) }.map_or(0, |s| s.mem_usage())

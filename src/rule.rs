@@ -377,29 +377,30 @@ impl Rule {
         out
     }
 
-    /// `REFUND n` on `s` (in place): true if the state changed.
+    /// `REFUND n` on `s` (in place): true if the state changed (never a copy of the state:
+    /// a log's may hold 10^6 entries).
     fn refund(&self, s: &mut State, n: u64, now_us: u64) -> bool {
-        let before = s.clone();
         match (self, &mut *s) {
             (Rule::Bucket(_, p), State::Gcra(b) | State::TokenBucket(b) | State::Queue(b)) => {
                 let tat = gcra::refund(Some(b.stored()), p, n, now_us);
-                *b = Bucket { params: *p, tat };
+                let next = Bucket { params: *p, tat };
+                std::mem::replace(b, next) != next
             }
             (Rule::Window(algo, p, off), State::Sliding(w) | State::Fixed(w)) => {
                 let fixed = *algo == Algo::Fixed;
                 let counters = window::refund(Some(&w.counters), p, *off, fixed, n, now_us);
-                *w = Window {
+                let next = Window {
                     params: *p,
                     counters,
                 };
+                std::mem::replace(w, next) != next
             }
             (Rule::Log(p), State::Log(l)) => {
-                l.log.refund(p, n, now_us);
-                l.params = *p;
+                let changed = l.log.refund(p, n, now_us);
+                changed | (std::mem::replace(&mut l.params, *p) != *p)
             }
-            _ => return false,
+            _ => false,
         }
-        *s != before
     }
 
     /// The algorithm itself: a request of `cost` (0: a peek, never stored). When admitted
