@@ -3,14 +3,13 @@
 //! The server's clock, never one of the module's own: `RedisModule_CachedMicroseconds`
 //! (Valkey, Redis 7.2+: the command's start time, frozen for a whole MULTI/EXEC or script)
 //! where the server has it. Redis 7.0's module API offers only milliseconds, so there the
-//! module reads the system realtime clock itself (`SystemTime::now()`, the clock the server's
+//! module reads the system realtime clock itself (`clock_gettime(CLOCK_REALTIME)`, the clock the server's
 //! own `gettimeofday` reads) at µs resolution. The test clock (`RL.CLOCK`, only with
 //! `ratelimit.test-clock yes`) replaces both; it is per server and never replicated.
 
 use crate::algo::{MAX_TIME_MS, US_PER_MS};
 use crate::rm;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Frozen test time in ms, or `REAL` when the server's clock is in force.
 static FROZEN_MS: AtomicI64 = AtomicI64::new(REAL);
@@ -37,9 +36,7 @@ fn server_us() -> u64 {
 
 /// The system realtime clock in µs since the epoch (0 before the epoch).
 fn system_us() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+    rm::realtime_us()
 }
 
 /// Now, in µs since the epoch, on the module clock.
@@ -85,6 +82,7 @@ pub fn real() {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::{SystemTime, UNIX_EPOCH};
 
     #[test]
     fn system_clock_is_the_realtime_clock_in_microseconds() {

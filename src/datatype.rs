@@ -376,10 +376,12 @@ pub fn value_of(s: State) -> Owned {
     }
 }
 
-/// A state read from a key: in place behind its box, or unpacked from the value word.
+/// A state read from a key: in place behind its box, or unpacked from the value word or
+/// from a pair of words (kept, to be rewritten in place).
 pub enum Held<'a> {
     Boxed(&'a mut State),
     Packed(State),
+    Paired(&'a mut [u64; 2], State),
 }
 
 impl std::ops::Deref for Held<'_> {
@@ -387,7 +389,7 @@ impl std::ops::Deref for Held<'_> {
     fn deref(&self) -> &State {
         match self {
             Held::Boxed(s) => s,
-            Held::Packed(s) => s,
+            Held::Packed(s) | Held::Paired(_, s) => s,
         }
     }
 }
@@ -396,18 +398,49 @@ impl std::ops::DerefMut for Held<'_> {
     fn deref_mut(&mut self) -> &mut State {
         match self {
             Held::Boxed(s) => s,
-            Held::Packed(s) => s,
+            Held::Packed(s) | Held::Paired(_, s) => s,
         }
     }
 }
 
+/// What storing a changed state still takes, known from how the key held it (so the key's
+/// value is not read again).
+pub enum Pending {
+    /// Changed in place (a boxed state, or a pair rewritten).
+    Done,
+    /// The key holds a packed word: swap in the state's value (keeps the TTL).
+    Replace(State),
+    /// The key is empty: set a new value.
+    Set(State),
+    /// Whatever the key holds (see [`store`]).
+    Store(State),
+}
+
 impl Held<'_> {
-    /// The state to store after a change: None when it was changed in place.
-    pub fn to_store(self) -> Option<State> {
+    /// Finishes a change of the held state: in place when it can be, else what is left.
+    pub fn to_store(self) -> Pending {
         match self {
-            Held::Boxed(_) => None,
-            Held::Packed(s) => Some(s),
+            Held::Boxed(_) => Pending::Done,
+            Held::Packed(s) => Pending::Replace(s),
+            Held::Paired(p, s) => match pack(&s).is_none().then(|| pack_pair(&s)).flatten() {
+                Some(next) => {
+                    *p = next;
+                    Pending::Done
+                }
+                None => Pending::Replace(s),
+            },
         }
+    }
+}
+
+/// Stores what [`Held::to_store`] (or a fresh key's [`Pending::Set`]) left to store.
+pub fn finish(key: &mut Key, p: Pending) -> bool {
+    match p {
+        Pending::Done => true,
+        // Swapped in: the key keeps its TTL; the old word or pair is freed.
+        Pending::Replace(s) => key.replace_value(value_of(s)),
+        Pending::Set(s) => key.set_value(value_of(s)),
+        Pending::Store(s) => store(key, s),
     }
 }
 
@@ -427,9 +460,10 @@ pub fn slot(key: &mut Key) -> Slot<'_> {
                 unpack(w).map_or(Slot::Foreign, |s| Slot::Ours(Held::Packed(s)))
             }
             Some(Stored::Boxed(s)) => Slot::Ours(Held::Boxed(s)),
-            Some(Stored::Pair(p)) => {
-                unpack_pair(*p).map_or(Slot::Foreign, |s| Slot::Ours(Held::Packed(s)))
-            }
+            Some(Stored::Pair(p)) => match unpack_pair(*p) {
+                Some(s) => Slot::Ours(Held::Paired(p, s)),
+                None => Slot::Foreign,
+            },
             None => Slot::Foreign,
         },
         _ => Slot::Foreign,

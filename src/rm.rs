@@ -157,6 +157,25 @@ pub fn cached_us() -> Option<u64> {
     Some(u64::try_from(api!(RedisModule_CachedMicroseconds() else return None)).unwrap_or(0))
 }
 
+/// The system realtime clock in µs since the epoch (0 if unreadable or before the epoch):
+/// `clock_gettime(CLOCK_REALTIME)`, the clock Redis 7.0's own `gettimeofday` reads
+/// (`SystemTime::now` reads it too, with more work around it on every command).
+pub fn realtime_us() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one `timespec` through the pointer, a valid, exclusive
+    // local; CLOCK_REALTIME is always supported on Linux.
+    if unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) } != 0 {
+        return 0;
+    }
+    match (u64::try_from(ts.tv_sec), u64::try_from(ts.tv_nsec)) {
+        (Ok(s), Ok(ns)) => s.saturating_mul(1_000_000).saturating_add(ns / 1000),
+        _ => 0,
+    }
+}
+
 /// Whether the server has the cached command clock ([`cached_us`]).
 pub fn has_cached_clock() -> bool {
     // SAFETY: a function pointer set once by RedisModule_Init; only whether it is set is read.

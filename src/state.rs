@@ -181,6 +181,23 @@ impl Encoded {
         self.bytes()
     }
 
+    /// The encoding of a state of five fields (the GCRA family, the windows), written
+    /// straight into the inline buffer: the hot path's encoding.
+    #[inline]
+    fn five(algo: Algo, fields: [u64; 5]) -> Encoded {
+        let mut b = [0u8; INLINE];
+        if let Some([version, tag]) = b.get_mut(8..10) {
+            *version = ENCODING_VERSION;
+            *tag = algo.tag();
+        }
+        if let Some(body) = b.get_mut(10..50) {
+            for (dst, v) in body.chunks_exact_mut(8).zip(fields) {
+                dst.copy_from_slice(&v.to_le_bytes());
+            }
+        }
+        Encoded::Inline(b, 50)
+    }
+
     fn new(algo: Algo, fields: usize) -> Encoded {
         Encoded::tagged(algo.tag(), 8 * fields)
     }
@@ -315,31 +332,18 @@ impl State {
     fn encode_plain(&self) -> Encoded {
         match self {
             State::Gcra(b) | State::TokenBucket(b) | State::Queue(b) => {
-                let mut e = Encoded::new(self.algo(), 5);
-                for f in [
-                    b.params.burst,
-                    b.params.count,
-                    b.params.period_ms,
-                    b.tat.ns,
-                    b.tat.frac,
-                ] {
-                    e.push(f);
-                }
-                e
+                let p = &b.params;
+                Encoded::five(
+                    self.algo(),
+                    [p.burst, p.count, p.period_ms, b.tat.ns, b.tat.frac],
+                )
             }
             State::Sliding(w) | State::Fixed(w) => {
-                let mut e = Encoded::new(self.algo(), 5);
-                let c = &w.counters;
-                for f in [
-                    w.params.limit,
-                    w.params.window_ms,
-                    c.start_ms,
-                    c.prev,
-                    c.cur,
-                ] {
-                    e.push(f);
-                }
-                e
+                let (p, c) = (&w.params, &w.counters);
+                Encoded::five(
+                    self.algo(),
+                    [p.limit, p.window_ms, c.start_ms, c.prev, c.cur],
+                )
             }
             State::Log(l) => {
                 let entries = l.log.entries();

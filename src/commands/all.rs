@@ -17,7 +17,7 @@ use super::rate::{parse_rule, staggered};
 use super::{commit, effect_of_request, reply_outcome, state_of};
 use crate::args::{leading_options, positive, Takes};
 use crate::clock;
-use crate::datatype::Held;
+use crate::datatype::{Held, Pending};
 use crate::error::{Error, ALL_DUPLICATE, ALL_NUMKEYS, ALL_RULES, SYNTAX};
 use crate::rm::{self, Ctx, Key, RStr};
 use crate::rule::{Outcome, Request, Rule};
@@ -191,7 +191,7 @@ pub fn all(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
             let out = it.rule.request(state, &it.req, now);
             if out.wrote {
                 let eff = effect_of_request(&it.rule, &it.req, now, state);
-                let owned = held.map_or(fresh, Held::to_store);
+                let owned = held.map_or(fresh.map_or(Pending::Done, Pending::Set), Held::to_store);
                 commit(ctx, key, it.key, owned, eff, out.decision.reset_after_ms);
             }
             if let Some(o) = outs.get_mut(i) {

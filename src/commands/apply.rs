@@ -2,7 +2,7 @@
 //! replicas and the AOF. Accepted only from the primary link or while loading; a normal
 //! client calling it could otherwise reset its own limit.
 
-use crate::datatype::{self, Slot};
+use crate::datatype::{self, Pending, Slot};
 use crate::error::{Error, APPLY_INTERNAL, APPLY_PAYLOAD};
 use crate::replay::{Op, OP_VERSION};
 use crate::rm::{self, Ctx, Key, RStr};
@@ -75,13 +75,11 @@ pub fn apply(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
                     };
                     op.run(&mut s);
                     key.delete();
-                    Some(s)
+                    Pending::Set(s)
                 }
             };
-            if let Some(s) = owned {
-                if !datatype::store(&mut key, s) {
-                    return Err(APPLY_PAYLOAD.into());
-                }
+            if !datatype::finish(&mut key, owned) {
+                return Err(APPLY_PAYLOAD.into());
             }
             algo
         }

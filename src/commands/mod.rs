@@ -11,7 +11,7 @@ pub mod throttle;
 
 use crate::algo::Decision;
 use crate::clock as mclock;
-use crate::datatype::{self, Held, Slot};
+use crate::datatype::{self, Held, Pending, Slot};
 use crate::error::{Error, INTERNAL, WRONGTYPE};
 use crate::propagate;
 use crate::replay::Op;
@@ -129,7 +129,7 @@ pub fn run(ctx: Ctx, name: &RStr, rule: &Rule, req: &Request) -> Result<Outcome,
     count(req, &out);
     if out.wrote {
         let eff = effect_of_request(rule, req, now, state);
-        let owned = held.map_or(fresh, Held::to_store);
+        let owned = held.map_or(fresh.map_or(Pending::Done, Pending::Set), Held::to_store);
         commit(ctx, &mut key, name, owned, eff, out.decision.reset_after_ms);
     }
     Ok(out)
@@ -168,18 +168,10 @@ pub fn effect_of_request(rule: &Rule, req: &Request, now_us: u64, s: &State) -> 
     }
 }
 
-/// Finishes a write: stores `owned` (a new key's state, or one unpacked from the value
-/// word; a boxed one was updated in place), sets the TTL to `ttl_ms`, signals the change
+/// Finishes a write: stores what `owned` leaves to store (see [`Held::to_store`]), sets the TTL to `ttl_ms`, signals the change
 /// and propagates the effect `eff` (the encoded state and its absolute expiry), never the
 /// clock-dependent command.
-pub fn commit(
-    ctx: Ctx,
-    key: &mut Key,
-    name: &RStr,
-    owned: Option<State>,
-    eff: Effect,
-    ttl_ms: u64,
-) {
+pub fn commit(ctx: Ctx, key: &mut Key, name: &RStr, owned: Pending, eff: Effect, ttl_ms: u64) {
     let algo = eff.algo;
     if ttl_ms == 0 {
         // Equivalent to a fresh key: no state at all.
@@ -189,10 +181,8 @@ pub fn commit(
         }
         return;
     }
-    if let Some(s) = owned {
-        if !datatype::store(key, s) {
-            return;
-        }
+    if !datatype::finish(key, owned) {
+        return;
     }
     // The absolute expiry on the server's clock (what a relative SetExpire would compute),
     // set here and sent to replicas as is: both sides expire the key at the same instant.

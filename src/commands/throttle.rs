@@ -6,6 +6,7 @@ use super::{commit, effect, state_of};
 use crate::algo::{cell, gcra, NS_PER_MS};
 use crate::args::{non_negative, positive};
 use crate::clock;
+use crate::datatype::Pending;
 use crate::error::{Error, WRONGTYPE};
 use crate::rm::{self, Ctx, Key, RStr};
 use crate::state::{Algo, Bucket, State};
@@ -105,7 +106,7 @@ pub fn throttle(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
         // redis-cell's TTL: whole ms, truncated (a debt under 1 ms leaves no key at all, so
         // the next call at the same instant finds a fresh key there too).
         let ttl_ms = u64::try_from(ttl_ns).unwrap_or(0) / NS_PER_MS;
-        commit(ctx, &mut key, name, Some(next), eff, ttl_ms);
+        commit(ctx, &mut key, name, Pending::Store(next), eff, ttl_ms);
     }
     crate::stats::decided(!reply.limited);
     reply_cell(ctx, &reply)
