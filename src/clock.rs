@@ -50,6 +50,20 @@ pub fn now_us() -> u64 {
     }
 }
 
+/// The base, in ms on the server's expiry clock, of the absolute expiry a command sets after
+/// reading the module clock at `now_us`. Where the module clock is the system clock read by
+/// the module (Redis 7.0), that reading itself: the clock the server's own `mstime()` reads,
+/// so one read serves the decision and the expiry. Elsewhere the server's expiry clock
+/// ([`rm::server_ms`]): the cached command time, or the real clock under the test clock.
+#[inline]
+pub fn expiry_base_ms(now_us: u64) -> u64 {
+    if FROZEN_MS.load(Ordering::Relaxed) == REAL && !rm::has_cached_clock() {
+        now_us / US_PER_MS
+    } else {
+        rm::server_ms()
+    }
+}
+
 /// Now in whole ms (floor).
 pub fn now_ms() -> u64 {
     now_us() / US_PER_MS

@@ -408,6 +408,8 @@ impl std::ops::DerefMut for Held<'_> {
 pub enum Pending {
     /// Changed in place (a boxed state, or a pair rewritten).
     Done,
+    /// The key holds a packed word: swap in this value (keeps the TTL).
+    Swap(Owned),
     /// The key holds a packed word: swap in the state's value (keeps the TTL).
     Replace(State),
     /// The key is empty: set a new value.
@@ -421,7 +423,11 @@ impl Held<'_> {
     pub fn to_store(self) -> Pending {
         match self {
             Held::Boxed(_) => Pending::Done,
-            Held::Packed(s) => Pending::Replace(s),
+            Held::Packed(s) => match pack(&s).and_then(Owned::word) {
+                // Packed again (the hot path): the state is the word.
+                Some(w) => Pending::Swap(w),
+                None => Pending::Replace(s),
+            },
             Held::Paired(p, s) => match pack(&s).is_none().then(|| pack_pair(&s)).flatten() {
                 Some(next) => {
                     *p = next;
@@ -433,11 +439,20 @@ impl Held<'_> {
     }
 }
 
+impl Held<'_> {
+    /// Replaces the held state by `s`: in place when it can be, else what is left.
+    pub fn replace_with(mut self, s: State) -> Pending {
+        *self = s;
+        self.to_store()
+    }
+}
+
 /// Stores what [`Held::to_store`] (or a fresh key's [`Pending::Set`]) left to store.
 pub fn finish(key: &mut Key, p: Pending) -> bool {
     match p {
         Pending::Done => true,
         // Swapped in: the key keeps its TTL; the old word or pair is freed.
+        Pending::Swap(v) => key.replace_value(v),
         Pending::Replace(s) => key.replace_value(value_of(s)),
         Pending::Set(s) => key.set_value(value_of(s)),
         Pending::Store(s) => store(key, s),

@@ -192,7 +192,15 @@ pub fn all(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
             if out.wrote {
                 let eff = effect_of_request(&it.rule, &it.req, now, state);
                 let owned = held.map_or(fresh.map_or(Pending::Done, Pending::Set), Held::to_store);
-                commit(ctx, key, it.key, owned, eff, out.decision.reset_after_ms);
+                commit(
+                    ctx,
+                    key,
+                    it.key,
+                    owned,
+                    eff,
+                    now,
+                    out.decision.reset_after_ms,
+                );
             }
             if let Some(o) = outs.get_mut(i) {
                 *o = out;

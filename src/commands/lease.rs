@@ -26,7 +26,7 @@ fn with_leases(ctx: Ctx, name: &RStr, op: Op) -> Result<(), Error> {
         };
         let eff = effect_of_op(&op);
         let owned = held.to_store();
-        commit(ctx, &mut key, name, owned, eff, ttl);
+        commit(ctx, &mut key, name, owned, eff, op.now_us(), ttl);
     }
     crate::stats::decided(done);
     rm::reply_i64(ctx, i64::from(done));

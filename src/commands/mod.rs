@@ -130,7 +130,15 @@ pub fn run(ctx: Ctx, name: &RStr, rule: &Rule, req: &Request) -> Result<Outcome,
     if out.wrote {
         let eff = effect_of_request(rule, req, now, state);
         let owned = held.map_or(fresh.map_or(Pending::Done, Pending::Set), Held::to_store);
-        commit(ctx, &mut key, name, owned, eff, out.decision.reset_after_ms);
+        commit(
+            ctx,
+            &mut key,
+            name,
+            owned,
+            eff,
+            now,
+            out.decision.reset_after_ms,
+        );
     }
     Ok(out)
 }
@@ -168,10 +176,19 @@ pub fn effect_of_request(rule: &Rule, req: &Request, now_us: u64, s: &State) -> 
     }
 }
 
-/// Finishes a write: stores what `owned` leaves to store (see [`Held::to_store`]), sets the TTL to `ttl_ms`, signals the change
-/// and propagates the effect `eff` (the encoded state and its absolute expiry), never the
-/// clock-dependent command.
-pub fn commit(ctx: Ctx, key: &mut Key, name: &RStr, owned: Pending, eff: Effect, ttl_ms: u64) {
+/// Finishes a write decided at module time `now_us`: stores what `owned` leaves to store
+/// (see [`Held::to_store`]), sets the TTL to `ttl_ms`, signals the change and propagates
+/// the effect `eff` (the encoded state and its absolute expiry), never the clock-dependent
+/// command.
+pub fn commit(
+    ctx: Ctx,
+    key: &mut Key,
+    name: &RStr,
+    owned: Pending,
+    eff: Effect,
+    now_us: u64,
+    ttl_ms: u64,
+) {
     let algo = eff.algo;
     if ttl_ms == 0 {
         // Equivalent to a fresh key: no state at all.
@@ -186,7 +203,7 @@ pub fn commit(ctx: Ctx, key: &mut Key, name: &RStr, owned: Pending, eff: Effect,
     }
     // The absolute expiry on the server's clock (what a relative SetExpire would compute),
     // set here and sent to replicas as is: both sides expire the key at the same instant.
-    let at = rm::server_ms().saturating_add(ttl_ms);
+    let at = mclock::expiry_base_ms(now_us).saturating_add(ttl_ms);
     key.set_abs_expire(i64::try_from(at).unwrap_or(i64::MAX));
     rm::signal_modified(ctx, name);
     rm::notify(ctx, algo, name);

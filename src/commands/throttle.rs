@@ -47,6 +47,7 @@ pub fn throttle(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
     // A key under a BLOCK penalty (set by a rate command on the same key) refuses until it
     // ends, as every command does; afterwards its state applies as before.
     let mut blocked_until_us = 0;
+    let mut held = None;
     let (tat, retimed) = if adopted {
         let tat_ns = key
             .string_value()
@@ -54,7 +55,7 @@ pub fn throttle(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
             .ok_or(Error::Static(WRONGTYPE))?;
         (Some(tat_ns), false)
     } else {
-        let held = state_of(&mut key, Algo::Gcra)?;
+        held = state_of(&mut key, Algo::Gcra)?;
         let state = held.as_deref();
         if let Some(s) = state {
             blocked_until_us = s.blocked_until_us();
@@ -106,7 +107,13 @@ pub fn throttle(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
         // redis-cell's TTL: whole ms, truncated (a debt under 1 ms leaves no key at all, so
         // the next call at the same instant finds a fresh key there too).
         let ttl_ms = u64::try_from(ttl_ns).unwrap_or(0) / NS_PER_MS;
-        commit(ctx, &mut key, name, Pending::Store(next), eff, ttl_ms);
+        let owned = match held {
+            Some(h) => h.replace_with(next),
+            // redis-cell's string, replaced by the state.
+            None if adopted => Pending::Store(next),
+            None => Pending::Set(next),
+        };
+        commit(ctx, &mut key, name, owned, eff, now_us, ttl_ms);
     }
     crate::stats::decided(!reply.limited);
     reply_cell(ctx, &reply)
