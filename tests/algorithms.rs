@@ -1285,10 +1285,9 @@ fn assert_digests_meaningful(d: &BTreeMap<String, Durable>) {
 
 #[test]
 fn replica_holds_the_new_states_whatever_its_clock() {
-    let p = Server::start_with(ServerOptions {
-        extra: args!("--repl-ping-replica-period", 3600),
-        ..Default::default()
-    });
+    let p = Server::builder()
+        .config("repl-ping-replica-period", 3600)
+        .start();
     let mut pc = p.con();
     clock_set(&mut pc, T0);
     let r1 = p.start_replica();

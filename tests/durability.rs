@@ -7,10 +7,8 @@
 mod common;
 
 use common::*;
-use redis::{Connection, Value};
+use redis::Connection;
 use std::collections::{BTreeMap, BTreeSet};
-use std::thread;
-use std::time::{Duration, Instant};
 
 const DAY_MS: i64 = 86_400_000;
 
@@ -241,10 +239,9 @@ fn replica_holds_the_primary_state_whatever_its_clock() {
 
 #[test]
 fn refused_and_dry_run_requests_propagate_nothing() {
-    let p = Server::start_with(ServerOptions {
-        extra: args!("--repl-ping-replica-period", 3600),
-        ..Default::default()
-    });
+    let p = Server::builder()
+        .config("repl-ping-replica-period", 3600)
+        .start();
     let mut pc = p.con();
     clock_set(&mut pc, T0);
     let r = p.start_replica();
@@ -329,34 +326,12 @@ fn refused_and_dry_run_requests_propagate_nothing() {
     );
 }
 
-fn wait_rewrite(c: &mut Connection, done_before: i64) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let n: i64 = info_field(c, "persistence", "aof_rewrites")
-            .unwrap()
-            .parse()
-            .unwrap();
-        let busy = info_field(c, "persistence", "aof_rewrite_in_progress").unwrap() != "0"
-            || info_field(c, "persistence", "aof_rewrite_scheduled").unwrap() != "0";
-        if n > done_before && !busy {
-            assert_eq!(
-                info_field(c, "persistence", "aof_last_bgrewrite_status").unwrap(),
-                "ok"
-            );
-            return;
-        }
-        assert!(Instant::now() < deadline, "BGREWRITEAOF did not finish");
-        thread::sleep(Duration::from_millis(10));
-    }
-}
-
 #[test]
 fn aof_reload_and_rewrite_restore_the_same_state() {
-    let s = Server::start_with(ServerOptions {
-        appendonly: true,
-        extra: args!("--aof-use-rdb-preamble", "no"),
-        ..Default::default()
-    });
+    let s = Server::builder()
+        .appendonly()
+        .config("aof-use-rdb-preamble", "no")
+        .start();
     let mut c = s.con();
     clock_set(&mut c, T0);
     workload(&mut c, "");
@@ -370,14 +345,7 @@ fn aof_reload_and_rewrite_restore_the_same_state() {
     assert_eq!(text(&ok(&mut c, &args!("DEBUG", "LOADAOF"))), "OK");
     assert_same("after DEBUG LOADAOF", &want, &durable_all(&mut c, &skip));
 
-    let n: i64 = info_field(&mut c, "persistence", "aof_rewrites")
-        .unwrap()
-        .parse()
-        .unwrap();
-    match raw(&mut c, &args!("BGREWRITEAOF")) {
-        Value::ServerError(e) => panic!("BGREWRITEAOF: {e:?}"),
-        _ => wait_rewrite(&mut c, n),
-    }
+    bgrewriteaof(&mut c);
     clock_advance(&mut c, 3_600_000);
     assert_eq!(text(&ok(&mut c, &args!("DEBUG", "LOADAOF"))), "OK");
     assert_same(

@@ -484,11 +484,7 @@ fn internal_apply_with_a_genuine_blob_refused() {
     // Take a real RL._APPLY (blob and all) from the AOF, replay it from a normal client:
     // it must be refused (else any client could reset its own limit). The AOF is read
     // back: every write reaches the file before its reply.
-    let s = Server::start_with(ServerOptions {
-        appendonly: true,
-        extra: args!("--appendfsync", "always"),
-        ..Default::default()
-    });
+    let s = Server::builder().appendonly().start();
     let mut c = s.con();
     clock_set(&mut c, T0);
     let a = args!("RL.GCRA", "src", 5, 1, 1000);
@@ -533,10 +529,7 @@ fn internal_apply_with_a_genuine_blob_refused() {
 
 #[test]
 fn clock_refused_without_test_clock() {
-    let s = Server::start_with(ServerOptions {
-        test_clock: false,
-        ..Default::default()
-    });
+    let s = Server::builder().real_clock().start();
     let mut c = s.con();
     for sub in [
         args!("RL.CLOCK", "GET"),

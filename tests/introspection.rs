@@ -171,10 +171,9 @@ fn configs_are_listed_settable_and_validated() {
 
 #[test]
 fn configs_at_load_time() {
-    let s = Server::start_with(ServerOptions {
-        extra: vec!["--ratelimit.log-max-limit".into(), "7".into()],
-        ..ServerOptions::default()
-    });
+    let s = Server::builder()
+        .config("ratelimit.log-max-limit", 7)
+        .start();
     let mut c = s.con();
     let v = flat(&raw(
         &mut c,

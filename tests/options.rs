@@ -110,10 +110,7 @@ impl Alg {
 /// A server on the test clock at T0 that writes an AOF (`appendfsync always`): the AOF
 /// receives exactly what replicas receive, so it shows what a command propagated.
 fn start() -> (Server, Connection) {
-    let s = Server::start_with(ServerOptions {
-        appendonly: true,
-        ..ServerOptions::default()
-    });
+    let s = Server::builder().appendonly().start();
     let mut c = s.con();
     clock_set(&mut c, T0);
     (s, c)
@@ -670,12 +667,7 @@ fn keyslot(c: &mut Connection, aux: &mut Option<Server>, key: &str) -> i64 {
     if error_text(&v).is_none() {
         return int(&v);
     }
-    let node = aux.get_or_insert_with(|| {
-        Server::start_with(ServerOptions {
-            extra: args!("--cluster-enabled", "yes"),
-            ..ServerOptions::default()
-        })
-    });
+    let node = aux.get_or_insert_with(|| Server::builder().cluster().start());
     int(&ok(&mut node.con(), &args!("CLUSTER", "KEYSLOT", key)))
 }
 

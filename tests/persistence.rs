@@ -12,20 +12,16 @@
 mod common;
 #[path = "support/dump.rs"]
 mod dump;
-#[path = "support/node.rs"]
-mod node;
 #[path = "support/workload.rs"]
 mod workload;
 
 use common::*;
 use dump::{hex, parse, unhex, with_footer, ModulePayload};
-use node::{server_kind, Kind, Node};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use redis::{Connection, Value};
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::thread;
 use std::time::{Duration, Instant};
 use workload::*;
 
@@ -68,25 +64,10 @@ fn restore(c: &mut Connection, key: &str, ttl: i64, payload: &[u8], extra: &[&st
     raw_bytes(c, &a)
 }
 
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        thread::sleep(Duration::from_millis(10));
-    }
-}
-
-fn info_i64(c: &mut Connection, section: &str, field: &str) -> i64 {
-    info_field(c, section, field)
-        .unwrap_or_else(|| panic!("INFO {section} has no {field}"))
-        .parse()
-        .unwrap()
-}
-
 // ------------------------------------------------------------------------ RDB
 
 fn rdb_restart(mode: &str) {
-    let mut n = Node::start(&[]);
+    let mut n = Server::start();
     let mut c = n.con();
     clock_set(&mut c, T0);
     let probes = every_algorithm(&mut c, "");
@@ -104,7 +85,7 @@ fn rdb_restart(mode: &str) {
             let saves = info_i64(&mut c, "persistence", "rdb_changes_since_last_save");
             assert!(saves > 0);
             ok(&mut c, &args!("BGSAVE"));
-            wait_until("BGSAVE", || {
+            wait_until("BGSAVE", Duration::from_secs(30), || {
                 info_i64(&mut c, "persistence", "rdb_bgsave_in_progress") == 0
                     && info_i64(&mut c, "persistence", "rdb_changes_since_last_save") == 0
             });
@@ -186,32 +167,16 @@ fn resp_commands(data: &[u8]) -> Vec<Vec<Vec<u8>>> {
     out
 }
 
-fn bgrewriteaof(c: &mut Connection) {
-    let done = info_i64(c, "persistence", "aof_rewrites");
-    ok(c, &args!("BGREWRITEAOF"));
-    wait_until("BGREWRITEAOF", || {
-        info_i64(c, "persistence", "aof_rewrites") > done
-            && info_i64(c, "persistence", "aof_rewrite_in_progress") == 0
-            && info_i64(c, "persistence", "aof_rewrite_scheduled") == 0
-    });
-    assert_eq!(
-        info_field(c, "persistence", "aof_last_bgrewrite_status").unwrap(),
-        "ok"
-    );
-}
-
 fn aof_cycle(preamble: bool) {
     let label = if preamble {
         "AOF with RDB preamble"
     } else {
         "AOF without RDB preamble"
     };
-    let mut n = Node::start(&args!(
-        "--appendonly",
-        "yes",
-        "--aof-use-rdb-preamble",
-        if preamble { "yes" } else { "no" }
-    ));
+    let mut n = Server::builder()
+        .appendonly()
+        .config("aof-use-rdb-preamble", if preamble { "yes" } else { "no" })
+        .start();
     let mut c = n.con();
     clock_set(&mut c, T0);
     let mut probes = every_algorithm(&mut c, "a:");
@@ -299,7 +264,7 @@ fn aof_without_rdb_preamble_restart_rewrite_restart() {
 
 #[test]
 fn dump_restore_copy_rename_object_memory_usage() {
-    let n = Node::start(&[]);
+    let n = Server::start();
     let mut c = n.con();
     clock_set(&mut c, T0);
     let probes = every_algorithm(&mut c, "s:");
@@ -387,8 +352,8 @@ fn flat_first(v: &Value) -> Value {
 
 #[test]
 fn migrate_between_two_servers() {
-    let a = Node::start(&[]);
-    let b = Node::start(&[]);
+    let a = Server::start();
+    let b = Server::start();
     let mut ca = a.con();
     let mut cb = b.con();
     clock_set(&mut ca, T0);
@@ -435,7 +400,7 @@ fn migrate_between_two_servers() {
 
     // DUMP + RESTORE ABSTTL of the whole dataset into a third server: DEBUG DIGEST (values
     // and expiries of every key) is the same.
-    let c3 = Node::start(&[]);
+    let c3 = Server::start();
     let mut cc = c3.con();
     for k in &keys {
         let p = dump_key(&mut cb, k);
@@ -516,11 +481,11 @@ fn fixture_path() -> std::path::PathBuf {
 #[test]
 #[ignore]
 fn generate_dump_fixture_v1() {
-    let n = Node::start(&[]);
+    let n = Server::start();
     let mut c = n.con();
     assert_eq!(
-        server_kind(&mut c),
-        Kind::Redis,
+        ServerVersion::of(&mut c).valkey,
+        false,
         "make the fixture on Redis 7.0 (RDB version 10), which both servers restore"
     );
     clock_set(&mut c, T0);
@@ -573,7 +538,7 @@ fn dump_fixture_v1_restores_with_exact_state() {
         "fixture has {} entries",
         fx.entries.len()
     );
-    let n = Node::start(&[]);
+    let n = Server::start();
     let mut c = n.con();
     clock_set(&mut c, fx.clock_ms);
     let mut algos = std::collections::BTreeSet::new();
@@ -716,7 +681,7 @@ fn corrupted_or_truncated_restore_payloads_are_refused() {
         .unwrap_or_else(rand::random);
     eprintln!("corrupted payloads: seed {seed} (RL_SEED={seed} to replay)");
     let mut rng = StdRng::seed_from_u64(seed);
-    let n = Node::start(&[]);
+    let n = Server::start();
     let mut c = n.con();
     clock_set(&mut c, T0);
     let probes = every_algorithm(&mut c, "x:");
@@ -886,7 +851,7 @@ fn corrupted_or_truncated_restore_payloads_are_refused() {
     // Nothing else was touched, and the server is the same process.
     assert_eq!(durable_keys(&mut c, &keys, SKIP_TTL), want);
     ping(&mut c);
-    let log = std::fs::read_to_string(n.dir.join("server.log")).unwrap_or_default();
+    let log = std::fs::read_to_string(n.log_path()).unwrap_or_default();
     assert!(
         !log.contains("crashed") && !log.contains("Guru Meditation"),
         "server log:\n{}",

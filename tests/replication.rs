@@ -19,7 +19,7 @@ use rand::{Rng, SeedableRng};
 use redis::{Connection, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use workload::{dry_replies, durable, durable_keys, every_algorithm, flat, Durable, Probes};
 
 /// Read on the reading server's own clock: never compared across servers.
@@ -352,10 +352,7 @@ fn randomized_workload_replicas_hold_identical_state() {
     let mut rc2 = r2.con();
     compare("late replica (diskless full sync)", &mut pc, &mut rc2);
     ok(&mut pc, &args!("CONFIG", "SET", "repl-diskless-sync", "no"));
-    let r3 = p.start_replica_with(ServerOptions {
-        extra: args!("--repl-diskless-load", "swapdb"),
-        ..Default::default()
-    });
+    let r3 = p.start_replica_with(Server::builder().config("repl-diskless-load", "swapdb"));
     let mut rc3 = r3.con();
     compare("late replica (disk-based full sync)", &mut pc, &mut rc3);
 
@@ -614,15 +611,6 @@ fn marker(c: &mut Connection, key: &str) {
     ok(c, &args!("RL.GCRA", key, 1_000_000, 1, 600_000));
 }
 
-/// Waits until `cond` holds (checked every few ms, at most 60 s).
-fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        thread::sleep(Duration::from_millis(5));
-    }
-}
-
 /// The `state=` of every replica the primary lists in `INFO replication`.
 fn replica_states(c: &mut Connection) -> Vec<String> {
     let t = text(&ok(c, &args!("INFO", "replication")));
@@ -639,8 +627,8 @@ fn set(c: &mut Connection, name: &str, value: &str) {
 
 /// A primary for these tests: on the test clock, with a backlog large enough that it is
 /// never trimmed (its first byte is then the first byte of a command).
-fn primary(opts: ServerOptions) -> (Server, Connection) {
-    let p = Server::start_with(opts);
+fn primary(b: Builder) -> (Server, Connection) {
+    let p = b.start();
     let mut pc = p.con();
     clock_set(&mut pc, T0);
     set(&mut pc, "repl-backlog-size", "256mb");
@@ -696,7 +684,7 @@ fn assert_replicas_identical(label: &str, pc: &mut Connection, replicas: &mut [C
         .parse()
         .unwrap();
     for (i, rc) in replicas.iter_mut().enumerate() {
-        wait_for("a replica to catch up", || {
+        wait_until("a replica to catch up", Duration::from_secs(60), || {
             info_field(rc, "replication", "master_repl_offset")
                 .and_then(|o| o.parse::<i64>().ok())
                 .is_some_and(|o| o >= target)
@@ -717,10 +705,14 @@ fn waiting_full_sync(p: &Server, pc: &mut Connection) -> FakeReplica {
     set(pc, "repl-diskless-sync", "yes");
     set(pc, "repl-diskless-sync-delay", "60");
     let a = fake_psync(p.port);
-    wait_for("the sync to wait for its fork", || {
-        replica_states(pc) == ["wait_bgsave"]
-            && info_field(pc, "replication", "repl_backlog_active").as_deref() == Some("1")
-    });
+    wait_until(
+        "the sync to wait for its fork",
+        Duration::from_secs(60),
+        || {
+            replica_states(pc) == ["wait_bgsave"]
+                && info_field(pc, "replication", "repl_backlog_active").as_deref() == Some("1")
+        },
+    );
     writes(pc, "window:");
     a
 }
@@ -730,7 +722,7 @@ fn waiting_full_sync(p: &Server, pc: &mut Connection) -> FakeReplica {
 /// replica, the backlog and a real replica synced by the same fork see effects only.
 #[test]
 fn delayed_diskless_sync_sends_effects_only() {
-    let (p, mut pc) = primary(ServerOptions::default());
+    let (p, mut pc) = primary(Server::builder());
     writes(&mut pc, "before:");
     let mut a = waiting_full_sync(&p, &mut pc);
     assert_eq!(
@@ -759,11 +751,11 @@ fn delayed_diskless_sync_sends_effects_only() {
 /// collecting every write: effects only. A real replica that joins later is identical.
 #[test]
 fn replica_leaving_before_its_fork_leaves_effects_only() {
-    let (p, mut pc) = primary(ServerOptions::default());
+    let (p, mut pc) = primary(Server::builder());
     writes(&mut pc, "before:");
     let a = waiting_full_sync(&p, &mut pc);
     drop(a);
-    wait_for("the replica to leave", || {
+    wait_until("the replica to leave", Duration::from_secs(60), || {
         replica_states(&mut pc).is_empty()
     });
     writes(&mut pc, "left:");
@@ -782,7 +774,7 @@ fn replica_leaving_before_its_fork_leaves_effects_only() {
 /// `redis-cli --rdb` (a snapshot only) get effects only, and so does the backlog they leave.
 #[test]
 fn sync_and_rdb_download_get_effects_only() {
-    let (p, mut pc) = primary(ServerOptions::default());
+    let (p, mut pc) = primary(Server::builder());
     writes(&mut pc, "before:");
     let mut a = FakeReplica::connect(p.port);
     a.send(&["SYNC"]);
@@ -794,7 +786,7 @@ fn sync_and_rdb_download_get_effects_only() {
     assert_applied("SYNC", &a, "sync:");
     drop(a);
 
-    let cli = std::env::var("RL_CLI").unwrap_or_else(|_| "redis-cli".into());
+    let cli = cli();
     let rdb = p.dir.join("download.rdb");
     let out = std::process::Command::new(&cli)
         .args(["-h", "127.0.0.1", "-p", &p.port.to_string(), "--rdb"])
@@ -813,12 +805,12 @@ fn sync_and_rdb_download_get_effects_only() {
 /// after) holds effects only, and loading it gives back every key as it was.
 #[test]
 fn aof_enabled_at_runtime_gets_effects_only() {
-    let (p, mut pc) = primary(ServerOptions::default());
+    let (p, mut pc) = primary(Server::builder());
     writes(&mut pc, "before:");
     set(&mut pc, "appendfsync", "always");
     set(&mut pc, "appendonly", "yes");
     writes(&mut pc, "rewrite:");
-    wait_for("the first AOF rewrite", || {
+    wait_until("the first AOF rewrite", Duration::from_secs(60), || {
         info_field(&mut pc, "persistence", "aof_enabled").as_deref() == Some("1")
             && info_field(&mut pc, "persistence", "aof_rewrite_in_progress").as_deref() == Some("0")
             && info_field(&mut pc, "persistence", "aof_rewrite_scheduled").as_deref() == Some("0")
@@ -855,7 +847,7 @@ fn aof_enabled_at_runtime_gets_effects_only() {
 /// only, and every server of the chain holds the same states.
 #[test]
 fn replica_chains_pass_effects_only() {
-    let (p, mut pc) = primary(ServerOptions::default());
+    let (p, mut pc) = primary(Server::builder());
     writes(&mut pc, "before:");
     let r1 = p.start_replica();
     let mut f = fake_psync(r1.port);
@@ -881,10 +873,7 @@ fn dual_channel_replication_gets_effects_only() {
         eprintln!("dual-channel replication: not a Valkey 8+ server, skipped");
         return;
     }
-    let dual = || ServerOptions {
-        extra: args!("--dual-channel-replication-enabled", "yes"),
-        ..Default::default()
-    };
+    let dual = || Server::builder().config("dual-channel-replication-enabled", "yes");
     let (p, mut pc) = primary(dual());
     writes(&mut pc, "before:");
     // A slow snapshot (20 ms per key): the writer's commands land while it is taken.
@@ -910,7 +899,7 @@ fn dual_channel_replication_gets_effects_only() {
     stop.store(true, Relaxed);
     let rounds = writer.join().expect("writer");
     eprintln!("dual-channel: {rounds} rounds of writes during the sync");
-    let log = std::fs::read_to_string(p.dir.join("redis.log")).unwrap_or_default();
+    let log = std::fs::read_to_string(p.log_path()).unwrap_or_default();
     assert!(
         log.to_lowercase().contains("dual channel"),
         "the sync did not use dual-channel replication:\n{}",

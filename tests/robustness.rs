@@ -518,10 +518,9 @@ fn rate_calls(prefix: &str) -> Vec<Vec<String>> {
 /// and RL.INFO still work (a client can always give a lease back).
 #[test]
 fn noeviction_oom_refuses_rate_commands_and_changes_nothing() {
-    let server = Server::start_with(ServerOptions {
-        extra: args!("--maxmemory-policy", "noeviction"),
-        ..ServerOptions::default()
-    });
+    let server = Server::builder()
+        .config("maxmemory-policy", "noeviction")
+        .start();
     let mut c = server.con();
     clock_set(&mut c, T0);
     let mut tokens = Vec::new();
@@ -618,10 +617,7 @@ fn retry_oom(c: &mut Connection, policy: &str, i: usize) {
 #[test]
 fn eviction_policies_evict_module_keys() {
     for policy in ["allkeys-lru", "allkeys-lfu", "volatile-lru", "volatile-ttl"] {
-        let server = Server::start_with(ServerOptions {
-            extra: args!("--maxmemory-policy", policy),
-            ..ServerOptions::default()
-        });
+        let server = Server::builder().config("maxmemory-policy", policy).start();
         let mut c = server.con();
         clock_set(&mut c, T0);
         let fill = |c: &mut Connection, from: usize, to: usize| {
@@ -873,10 +869,7 @@ fn acl_rules_apply_to_the_module_commands() {
 /// run time.
 #[test]
 fn clock_is_unusable_without_the_load_time_config() {
-    let server = Server::start_with(ServerOptions {
-        test_clock: false,
-        ..ServerOptions::default()
-    });
+    let server = Server::builder().real_clock().start();
     let mut c = server.con();
     for a in [
         args!("RL.CLOCK", "GET"),
@@ -1126,18 +1119,14 @@ fn churn_returns_used_memory_to_where_it_started() {
     let settle = |c: &mut Connection| {
         // Every key expires within seconds (CL.THROTTLE: at most 3 s); SCAN also expires
         // what it meets, then the server's cron shrinks its tables.
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let _ = scan_all(c);
-            if int(&ok(c, &args!("DBSIZE"))) == 0 {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "keys did not expire: no TTL somewhere?"
-            );
-            thread::sleep(Duration::from_millis(200));
-        }
+        wait_until(
+            "the keys to expire (no TTL somewhere?)",
+            Duration::from_secs(60),
+            || {
+                let _ = scan_all(c);
+                int(&ok(c, &args!("DBSIZE"))) == 0
+            },
+        );
         thread::sleep(Duration::from_millis(1500));
     };
     // Warm up (allocator and table sizes), then measure from a fresh connection.
