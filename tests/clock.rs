@@ -7,12 +7,13 @@
 
 #[macro_use]
 mod common;
+#[path = "support/rate.rs"]
+mod rate;
 
 use common::*;
+use rate::rate_ttl;
 use redis::{Connection, Value};
 use std::time::Duration;
-
-const HOUR: i64 = 3_600_000;
 
 /// One algorithm's command for a key, with a limit of 5 per `ms`.
 struct Alg {
@@ -343,4 +344,36 @@ fn info_of(c: &mut Connection, key: &str) -> std::collections::BTreeMap<String, 
 
 fn ns(ms: i64) -> String {
     (ms as i128 * 1_000_000).to_string()
+}
+
+#[test]
+fn test_clock_get_set_advance_real() {
+    let s = Server::start();
+    let mut c = s.con();
+    clock_set(&mut c, T0);
+    // Real time passes (the server's TIME moves on); the test clock does not.
+    let t = server_ms(&mut c);
+    wait_until(
+        "the server's time to move on",
+        Duration::from_secs(5),
+        || server_ms(&mut c) >= t + 20,
+    );
+    assert_eq!(clock_get(&mut c), T0, "SET freezes the clock");
+    clock_advance(&mut c, 1500);
+    assert_eq!(clock_get(&mut c), T0 + 1500);
+    clock_advance(&mut c, -500);
+    assert_eq!(clock_get(&mut c), T0 + 1000);
+    ok(&mut c, &args!("RL.CLOCK", "REAL"));
+    let real = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let got = clock_get(&mut c);
+    assert!(
+        (got - real).abs() < 5000,
+        "REAL: module clock {got}, system {real}"
+    );
+    // The real clock works for the rate commands too.
+    let r = rate_ttl(&mut c, &args!("RL.GCRA", "real", 5, 1, 1000));
+    assert_eq!(r, [1, 5, 4, 0, 1000]);
 }

@@ -9,6 +9,8 @@
 
 #[macro_use]
 mod common;
+#[path = "support/rate.rs"]
+mod rate;
 #[path = "support/workload.rs"]
 mod workload;
 

@@ -12,6 +12,8 @@
 mod common;
 #[path = "support/dump.rs"]
 mod dump;
+#[path = "support/rate.rs"]
+mod rate;
 #[path = "support/workload.rs"]
 mod workload;
 
@@ -19,6 +21,7 @@ use common::*;
 use dump::{hex, parse, unhex, with_footer, ModulePayload};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use rate::*;
 use redis::{Connection, Value};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -32,11 +35,6 @@ fn keys_of(p: &Probes) -> Vec<String> {
 }
 
 /// PTTL of every key, all read at one instant (one MULTI).
-fn pttls(c: &mut Connection, keys: &[String]) -> Vec<i64> {
-    let cmds: Vec<Vec<String>> = keys.iter().map(|k| args!("PTTL", k)).collect();
-    multi(c, &cmds).iter().map(int).collect()
-}
-
 fn dbsize(c: &mut Connection) -> i64 {
     int(&ok(c, &args!("DBSIZE")))
 }
@@ -62,6 +60,37 @@ fn restore(c: &mut Connection, key: &str, ttl: i64, payload: &[u8], extra: &[&st
     ];
     a.extend(extra.iter().map(|s| s.as_bytes().to_vec()));
     raw_bytes(c, &a)
+}
+
+/// Every key's PTTL `after` is its PTTL `before` (more than `min_ms`), less at most
+/// `elapsed_ms`: the real time between the two readings.
+fn assert_ttls_kept(
+    label: &str,
+    keys: &[String],
+    before: &[i64],
+    after: &[i64],
+    elapsed_ms: i64,
+    min_ms: i64,
+) {
+    for (i, k) in keys.iter().enumerate() {
+        let (b, a) = (before[i], after[i]);
+        assert!(b > min_ms, "{label}: {k}: PTTL {b} before");
+        assert!(
+            a <= b && a >= b - elapsed_ms,
+            "{label}: {k}: PTTL {b} before, {a} after, {elapsed_ms} ms apart"
+        );
+    }
+}
+
+/// DEBUG RELOAD, which keeps every key's TTL (see `assert_ttls_kept`).
+fn debug_reload_keeping_ttls(c: &mut Connection, keys: &[String]) {
+    let started = std::time::Instant::now();
+    let before = pttls(c, keys);
+    assert_eq!(text(&ok(c, &args!("DEBUG", "RELOAD"))), "OK");
+    let after = pttls(c, keys);
+    // Short of the first readings by at most the real time between them.
+    let gap = i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX) + 2;
+    assert_ttls_kept("DEBUG RELOAD", keys, &before, &after, gap, 0);
 }
 
 // ------------------------------------------------------------------------ RDB
@@ -106,14 +135,7 @@ fn rdb_restart(mode: &str) {
     clock_set(&mut c, now);
     let got = durable_keys(&mut c, &keys, SKIP_TTL);
     assert_same_durable(&format!("after {mode} + restart"), &want, &got, 0);
-    for (i, k) in keys.iter().enumerate() {
-        let (b, a) = (before[i], after[i]);
-        assert!(b > 60_000, "{k}: PTTL {b} before the restart");
-        assert!(
-            a <= b && a >= b - elapsed,
-            "{k}: PTTL {b} before, {a} after a restart that took {elapsed} ms"
-        );
-    }
+    assert_ttls_kept(mode, &keys, &before, &after, elapsed, 60_000);
     assert_eq!(
         dry_replies(&mut c, &probes),
         dry,
@@ -857,4 +879,102 @@ fn corrupted_or_truncated_restore_payloads_are_refused() {
         "server log:\n{}",
         n.log_tail()
     );
+}
+
+// -------------------------------------------------------- DEBUG RELOAD and DEBUG LOADAOF
+
+#[test]
+fn debug_reload_keeps_every_state_and_ttl() {
+    let s = Server::start();
+    let mut c = s.con();
+    clock_set(&mut c, T0);
+    let keys = gcra_tb_sliding_workload(&mut c, "");
+    let names: Vec<String> = keys.keys().cloned().collect();
+    let now = clock_get(&mut c);
+    // Only ttl_ms reads the real clock; the module clock is frozen, so `tokens` stays.
+    let before = durable_all(&mut c, &["ttl_ms"]);
+    assert_eq!(before.len(), keys.len());
+    assert_digests_meaningful(&before, GCRA_TB_SLIDING);
+    let dry_before: Vec<[i64; 5]> = keys
+        .values()
+        .map(|a| {
+            let mut d = a.clone();
+            d.push("DRYRUN".into());
+            rate(&mut c, &d)
+        })
+        .collect();
+    debug_reload_keeping_ttls(&mut c, &names);
+    assert_eq!(clock_get(&mut c), now, "DEBUG RELOAD moved the test clock");
+    let after = durable_all(&mut c, &["ttl_ms"]);
+    assert_same("after DEBUG RELOAD", &before, &after);
+    // And the algorithms carry on exactly where they were.
+    for (i, a) in keys.values().enumerate() {
+        assert_eq!(rate(&mut c, a), dry_before[i], "{a:?} after DEBUG RELOAD");
+    }
+}
+
+#[test]
+fn aof_reload_and_rewrite_restore_the_same_state() {
+    let s = Server::builder()
+        .appendonly()
+        .config("aof-use-rdb-preamble", "no")
+        .start();
+    let mut c = s.con();
+    clock_set(&mut c, T0);
+    gcra_tb_sliding_workload(&mut c, "");
+    let skip = ["tokens", "ttl_ms"];
+    let want = durable_all(&mut c, &skip);
+    assert_digests_meaningful(&want, GCRA_TB_SLIDING);
+    // Reload an hour later on the module clock: re-running clock-dependent commands
+    // would give other states; replaying effects gives the same ones.
+    clock_advance(&mut c, 3_600_000);
+    let now = clock_get(&mut c);
+    assert_eq!(text(&ok(&mut c, &args!("DEBUG", "LOADAOF"))), "OK");
+    assert_same("after DEBUG LOADAOF", &want, &durable_all(&mut c, &skip));
+
+    bgrewriteaof(&mut c);
+    clock_advance(&mut c, 3_600_000);
+    assert_eq!(text(&ok(&mut c, &args!("DEBUG", "LOADAOF"))), "OK");
+    assert_same(
+        "after BGREWRITEAOF + DEBUG LOADAOF",
+        &want,
+        &durable_all(&mut c, &skip),
+    );
+    assert_eq!(clock_get(&mut c), now + 3_600_000);
+}
+
+#[test]
+fn debug_reload_keeps_the_new_states() {
+    let srv = Server::start();
+    let mut c = srv.con();
+    clock_set(&mut c, T0);
+    let probes = fixed_log_queue_lease_workload(&mut c, "");
+    let before = durable_all(&mut c, CLOCK_FIELDS);
+    assert_eq!(before.len(), probes.len());
+    assert_digests_meaningful(&before, FIXED_LOG_QUEUE_LEASE);
+    let names: Vec<String> = probes.keys().cloned().collect();
+    let dry_before: Vec<([i64; 5], Vec<Value>)> = probes
+        .values()
+        .filter(|a| !a.is_empty())
+        .map(|a| call(&mut c, a))
+        .collect();
+    debug_reload_keeping_ttls(&mut c, &names);
+    assert_same(
+        "after DEBUG RELOAD",
+        &before,
+        &durable_all(&mut c, CLOCK_FIELDS),
+    );
+    let dry_after: Vec<([i64; 5], Vec<Value>)> = probes
+        .values()
+        .filter(|a| !a.is_empty())
+        .map(|a| call(&mut c, a))
+        .collect();
+    assert_eq!(
+        dry_before, dry_after,
+        "the algorithms answer differently after DEBUG RELOAD"
+    );
+    // And they carry on: the leases are still there to RELEASE.
+    let m = info_of(&mut c, "a5");
+    let last = m["last_token"].clone();
+    assert_eq!(lease_op(&mut c, &args!("RL.RELEASE", "a5", last)).0, 1);
 }

@@ -29,13 +29,6 @@ fn throttle(c: &mut Connection, a: &[String]) -> [i64; 5] {
     throttle_ttl(c, a).0
 }
 
-fn snap_all(c: &mut Connection) -> BTreeMap<String, KeySnap> {
-    scan_all(c)
-        .into_iter()
-        .map(|k| (k.clone(), snap(c, &k)))
-        .collect()
-}
-
 // ------------------------------------------------- redis-cell, reimplemented for the test
 
 /// redis-cell's GCRA (redis-cell-impl `RateLimiter::rate_limit` and the command's reply),

@@ -21,6 +21,8 @@ use std::time::Instant;
 
 /// A unix time in ms aligned to 60000 (and so to every window that divides 60000).
 pub const T0: i64 = 1_700_000_040_000;
+pub const HOUR: i64 = 3_600_000;
+pub const DAY_MS: i64 = 86_400_000;
 
 /// Exact texts from docs/internals.md.
 pub const ERR_NOT_INT: &str = "ERR value is not an integer or out of range";
@@ -203,6 +205,12 @@ pub fn pttl(con: &mut Connection, key: &str) -> i64 {
     int(&ok(con, &args!("PTTL", key)))
 }
 
+/// PTTL of every key, read in one MULTI.
+pub fn pttls(c: &mut Connection, keys: &[String]) -> Vec<i64> {
+    let cmds: Vec<Vec<String>> = keys.iter().map(|k| args!("PTTL", k)).collect();
+    multi(c, &cmds).iter().map(int).collect()
+}
+
 pub fn pexpiretime(con: &mut Connection, key: &str) -> i64 {
     int(&ok(con, &args!("PEXPIRETIME", key)))
 }
@@ -294,6 +302,14 @@ pub fn snap(con: &mut Connection, key: &str) -> KeySnap {
         info: info_v,
         dump,
     }
+}
+
+/// Every key in the database with everything observable about it.
+pub fn snap_all(c: &mut Connection) -> BTreeMap<String, KeySnap> {
+    scan_all(c)
+        .into_iter()
+        .map(|k| (k.clone(), snap(c, &k)))
+        .collect()
 }
 
 /// All keys of the current database (SCAN).
