@@ -25,8 +25,6 @@ use std::thread;
 use std::time::Duration;
 use workload::*;
 
-/// Read on the reading server's own clock: never compared across servers.
-
 /// One key of the randomized workload: its command and two rules (the second one is used
 /// now and then: rule changes are normal operation).
 struct Spec {
