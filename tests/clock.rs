@@ -256,9 +256,7 @@ fn a_key_written_ahead_expires_by_its_ttl() {
 /// debt when only the burst is lowered; windows and logs keep their counts and entries.
 #[test]
 fn rule_change_carries_the_state_over() {
-    let s = Server::start();
-    let mut c = s.con();
-    clock_set(&mut c, T0);
+    let (_s, mut c) = Server::at_clock(T0);
     for cmd in ["RL.GCRA", "RL.TOKENBUCKET"] {
         // 10 per hour, all spent; then 10 per second: free after one second.
         let key = format!("carry:{cmd}");
@@ -348,9 +346,7 @@ fn ns(ms: i64) -> String {
 
 #[test]
 fn test_clock_get_set_advance_real() {
-    let s = Server::start();
-    let mut c = s.con();
-    clock_set(&mut c, T0);
+    let (_s, mut c) = Server::at_clock(T0);
     // Real time passes (the server's TIME moves on); the test clock does not.
     let t = server_ms(&mut c);
     wait_until(

@@ -14,9 +14,7 @@ use rate::*;
 
 #[test]
 fn retry_after_is_exact_for_every_algorithm() {
-    let s = Server::start();
-    let mut c = s.con();
-    clock_set(&mut c, T0);
+    let (_s, mut c) = Server::at_clock(T0);
     let cases: Vec<(&str, Vec<i64>, i64)> = vec![
         ("RL.GCRA", vec![5, 1, 1000], 1),
         ("RL.GCRA", vec![3, 7, 1000], 2),
@@ -61,9 +59,7 @@ fn retry_after_is_exact_for_every_algorithm() {
 
 #[test]
 fn dryrun_changes_nothing_and_creates_no_key() {
-    let s = Server::start();
-    let mut c = s.con();
-    clock_set(&mut c, T0);
+    let (_s, mut c) = Server::at_clock(T0);
     for (cmd, params) in algos() {
         // Missing key: answers as if made, creates nothing.
         let key = format!("dry:{cmd}");
@@ -117,9 +113,7 @@ fn dryrun_changes_nothing_and_creates_no_key() {
 
 #[test]
 fn refused_request_changes_nothing() {
-    let s = Server::start();
-    let mut c = s.con();
-    clock_set(&mut c, T0);
+    let (_s, mut c) = Server::at_clock(T0);
     for (cmd, params) in algos() {
         let key = format!("ref:{cmd}");
         let a = build(cmd, &key, &params, None, false);

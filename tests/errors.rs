@@ -57,9 +57,7 @@ impl Alg {
 /// spent state, plus keys of other types. Periods of an hour: no key expires (in real
 /// time) while a test runs.
 fn setup() -> (Server, Connection) {
-    let s = Server::start();
-    let mut c = s.con();
-    clock_set(&mut c, T0);
+    let (s, mut c) = Server::at_clock(T0);
     for a in &ALGS {
         let r = rate(&mut c, &a.args(&a.state_key(), &["COST", "2"]));
         assert_eq!(r[0], 1);
@@ -540,9 +538,7 @@ fn clock_refused_without_test_clock() {
 
 #[test]
 fn clock_bad_subcommands_are_errors() {
-    let s = Server::start();
-    let mut c = s.con();
-    clock_set(&mut c, T0);
+    let (_s, mut c) = Server::at_clock(T0);
     for bad in [
         args!("RL.CLOCK"),
         args!("RL.CLOCK", "FOO"),
@@ -561,9 +557,7 @@ fn clock_bad_subcommands_are_errors() {
 
 #[test]
 fn wrongtype_for_other_types_and_other_algorithms() {
-    let srv = Server::start();
-    let mut c = srv.con();
-    clock_set(&mut c, T0);
+    let (_srv, mut c) = Server::at_clock(T0);
     let hour = 3_600_000;
     // One key per algorithm, named after it.
     let makers = [
@@ -632,9 +626,7 @@ fn wrongtype_for_other_types_and_other_algorithms() {
 
 #[test]
 fn bad_input_is_refused_and_changes_nothing() {
-    let srv = Server::start();
-    let mut c = srv.con();
-    clock_set(&mut c, T0);
+    let (_srv, mut c) = Server::at_clock(T0);
     let hour = 3_600_000;
     for a in [
         args!("RL.FIXED", "f", 3, hour),

@@ -11,9 +11,7 @@ use rate::*;
 
 #[test]
 fn gcra_reply_fields_across_boundaries() {
-    let s = Server::start();
-    let mut c = s.con();
-    clock_set(&mut c, T0);
+    let (_s, mut c) = Server::at_clock(T0);
     let cmd = args!("RL.GCRA", "k", 5, 1, 1000);
     // Fresh key: five admissions, remaining 4..0, reset 1000..5000.
     for i in 1..=5 {
@@ -52,9 +50,7 @@ fn gcra_reply_fields_across_boundaries() {
 
 #[test]
 fn gcra_non_unit_rates() {
-    let s = Server::start();
-    let mut c = s.con();
-    clock_set(&mut c, T0);
+    let (_s, mut c) = Server::at_clock(T0);
     // burst 3, 2 per 1000 ms: emission interval 500 ms.
     let cmd = args!("RL.GCRA", "half", 3, 2, 1000);
     assert_eq!(rate_ttl(&mut c, &cmd), [1, 3, 2, 0, 500]);
@@ -84,9 +80,7 @@ fn gcra_non_unit_rates() {
 
 #[test]
 fn gcra_cost() {
-    let s = Server::start();
-    let mut c = s.con();
-    clock_set(&mut c, T0);
+    let (_s, mut c) = Server::at_clock(T0);
     let with_cost = |n: i64| args!("RL.GCRA", "c", 5, 1, 1000, "COST", n);
     assert_eq!(rate_ttl(&mut c, &with_cost(3)), [1, 5, 2, 0, 3000]);
     assert_eq!(rate_ttl(&mut c, &with_cost(3)), [0, 5, 2, 1000, 3000]);

@@ -79,9 +79,7 @@ fn command_docs_describe_every_argument() {
 
 #[test]
 fn info_section_counts_calls_and_decisions() {
-    let s = Server::start();
-    let mut c = s.con();
-    clock_set(&mut c, T0);
+    let (_s, mut c) = Server::at_clock(T0);
     for _ in 0..3 {
         rate(&mut c, &args!("RL.GCRA", "k", 2, 1, 1000));
     }
@@ -190,9 +188,7 @@ fn configs_at_load_time() {
 
 #[test]
 fn writes_fire_keyspace_events() {
-    let s = Server::start();
-    let mut c = s.con();
-    clock_set(&mut c, T0);
+    let (s, mut c) = Server::at_clock(T0);
     ok(
         &mut c,
         &args!("CONFIG", "SET", "notify-keyspace-events", "Ed"),
@@ -226,9 +222,7 @@ fn writes_fire_keyspace_events() {
 
 #[test]
 fn log_and_acquire_max_limit_configs() {
-    let srv = Server::start();
-    let mut c = srv.con();
-    clock_set(&mut c, T0);
+    let (_srv, mut c) = Server::at_clock(T0);
     let get = |c: &mut Connection, name: &str| match ok(c, &args!("CONFIG", "GET", name)) {
         Value::Array(v) if v.len() == 2 => text(&v[1]),
         other => panic!("CONFIG GET {name}: {other:?}"),

@@ -12,9 +12,7 @@ use std::time::Duration;
 
 #[test]
 fn concurrency_limit_release_expiry_renew() {
-    let srv = Server::start();
-    let mut c = srv.con();
-    clock_set(&mut c, T0);
+    let (_srv, mut c) = Server::at_clock(T0);
     let a = args!("RL.ACQUIRE", "a", 3, 10_000);
     let (r, t0) = acq(&mut c, &a);
     assert_eq!(
@@ -142,9 +140,7 @@ fn concurrency_limit_release_expiry_renew() {
 /// key's TTL is the time until the last lease expires (contract, RL.ACQUIRE section).
 #[test]
 fn renew_can_shorten_a_lease_and_the_ttl_follows() {
-    let srv = Server::start();
-    let mut c = srv.con();
-    clock_set(&mut c, T0);
+    let (_srv, mut c) = Server::at_clock(T0);
     let a = args!("RL.ACQUIRE", "a", 2, 10_000);
     let (r, t) = acq(&mut c, &a);
     assert_eq!(r, [1, 2, 1, 0, 10_000]);
@@ -169,9 +165,7 @@ fn renew_can_shorten_a_lease_and_the_ttl_follows() {
 
 #[test]
 fn tokens_increase_across_release_expiry_and_recreation() {
-    let srv = Server::start();
-    let mut c = srv.con();
-    clock_set(&mut c, T0);
+    let (_srv, mut c) = Server::at_clock(T0);
     let mut seen: Vec<String> = Vec::new();
     let short = args!("RL.ACQUIRE", "t", 3, 50);
     // RELEASE of every lease does not let a later ACQUIRE at the same ms reuse a token.

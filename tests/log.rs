@@ -10,9 +10,7 @@ use rate::*;
 
 #[test]
 fn log_reply_fields_across_the_trailing_window() {
-    let srv = Server::start();
-    let mut c = srv.con();
-    clock_set(&mut c, T0);
+    let (_srv, mut c) = Server::at_clock(T0);
     let l = args!("RL.LOG", "l", 3, 1_000);
     assert_eq!(r5(&mut c, &l), [1, 3, 2, 0, 1_000]);
     clock_set(&mut c, T0 + 100);

@@ -596,9 +596,7 @@ fn durable(c: &mut Connection, key: &str) -> (BTreeMap<String, String>, i64, Str
 
 #[test]
 fn refunds_and_blocks_reach_a_replica_as_effects_and_survive_a_reload() {
-    let p = Server::start();
-    let mut pc = p.con();
-    clock_set(&mut pc, T0);
+    let (p, mut pc) = Server::at_clock(T0);
     let r = p.start_replica();
     let mut rc = r.con();
     // The replica reads blocked_until_ms on its own clock: the same time as the primary's.
@@ -854,9 +852,7 @@ fn counters(c: &mut Connection) -> BTreeMap<String, i64> {
 
 #[test]
 fn info_counts_each_option() {
-    let s = Server::start();
-    let mut c = s.con();
-    clock_set(&mut c, T0);
+    let (_s, mut c) = Server::at_clock(T0);
     let base = counters(&mut c);
     let g = |opts: &[&str]| {
         let mut a = args!("RL.GCRA", "cnt", 5, 1, 60_000);

@@ -286,9 +286,7 @@ fn aof_without_rdb_preamble_restart_rewrite_restart() {
 
 #[test]
 fn dump_restore_copy_rename_object_memory_usage() {
-    let n = Server::start();
-    let mut c = n.con();
-    clock_set(&mut c, T0);
+    let (_n, mut c) = Server::at_clock(T0);
     let probes = every_algorithm(&mut c, "s:");
     let keys = keys_of(&probes);
     let want = durable_keys(&mut c, &keys, SKIP_TTL);
@@ -702,9 +700,7 @@ fn corrupted_or_truncated_restore_payloads_are_refused() {
         .unwrap_or_else(rand::random);
     eprintln!("corrupted payloads: seed {seed} (RL_SEED={seed} to replay)");
     let mut rng = StdRng::seed_from_u64(seed);
-    let n = Server::start();
-    let mut c = n.con();
-    clock_set(&mut c, T0);
+    let (n, mut c) = Server::at_clock(T0);
     let probes = every_algorithm(&mut c, "x:");
     let keys = keys_of(&probes);
     let want = durable_keys(&mut c, &keys, SKIP_TTL);
@@ -884,9 +880,7 @@ fn corrupted_or_truncated_restore_payloads_are_refused() {
 
 #[test]
 fn debug_reload_keeps_every_state_and_ttl() {
-    let s = Server::start();
-    let mut c = s.con();
-    clock_set(&mut c, T0);
+    let (_s, mut c) = Server::at_clock(T0);
     let keys = gcra_tb_sliding_workload(&mut c, "");
     let names: Vec<String> = keys.keys().cloned().collect();
     let now = clock_get(&mut c);
@@ -944,9 +938,7 @@ fn aof_reload_and_rewrite_restore_the_same_state() {
 
 #[test]
 fn debug_reload_keeps_the_new_states() {
-    let srv = Server::start();
-    let mut c = srv.con();
-    clock_set(&mut c, T0);
+    let (_srv, mut c) = Server::at_clock(T0);
     let probes = fixed_log_queue_lease_workload(&mut c, "");
     let before = durable_all(&mut c, CLOCK_FIELDS);
     assert_eq!(before.len(), probes.len());

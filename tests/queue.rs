@@ -10,9 +10,7 @@ use rate::*;
 
 #[test]
 fn queue_shapes_one_per_interval() {
-    let srv = Server::start();
-    let mut c = srv.con();
-    clock_set(&mut c, T0);
+    let (_srv, mut c) = Server::at_clock(T0);
     let q = args!("RL.QUEUE", "q", 5, 1_000);
     // 8 at once: 5 admitted with delays 0..4000, 3 refused.
     for i in 0..5 {

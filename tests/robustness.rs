@@ -357,9 +357,7 @@ fn hot_key_admissions_are_exact_under_hundreds_of_clients() {
 /// exactly what was left.
 #[test]
 fn many_keys_admissions_never_exceed_the_limit() {
-    let server = Server::start();
-    let mut ctl = server.con();
-    clock_set(&mut ctl, T0);
+    let (server, mut ctl) = Server::at_clock(T0);
     let n = clients();
     let keys = env_num("RL_LOAD_KEYS", 100_000) as usize;
     let secs = env_num("RL_LOAD_SECONDS", 4);
@@ -714,9 +712,7 @@ fn as_user(server: &Server, user: &str) -> Connection {
 /// module ACL categories, `@write`, `@read`, `@fast` and the `@ratelimit` category apply.
 #[test]
 fn acl_rules_apply_to_the_module_commands() {
-    let server = Server::start();
-    let mut c = server.con();
-    clock_set(&mut c, T0);
+    let (server, mut c) = Server::at_clock(T0);
     let v = ServerVersion::of(&mut c);
     let cats = v.module_acl_categories();
     let writes: Vec<Vec<String>> = rate_calls("acl:")
@@ -897,9 +893,7 @@ fn clock_is_unusable_without_the_load_time_config() {
 /// inside MULTI, from a Lua script, from a function, whatever the user's permissions.
 #[test]
 fn internal_apply_cannot_be_called_by_clients() {
-    let server = Server::start();
-    let mut c = server.con();
-    clock_set(&mut c, T0);
+    let (_server, mut c) = Server::at_clock(T0);
     rate(&mut c, &args!("RL.GCRA", "k", 5, 1, 60_000));
     let before = snap(&mut c, "k");
     // A payload of the right shape: expiry 0 and garbage of a plausible length.
@@ -1180,9 +1174,7 @@ fn state_buf(tag: u8, fields: &[u64]) -> Vec<u8> {
 /// unloadable: the server refuses to start.
 #[test]
 fn restored_edge_states_stay_loadable_after_every_command() {
-    let server = Server::start();
-    let mut c = server.con();
-    clock_set(&mut c, T0);
+    let (_server, mut c) = Server::at_clock(T0);
     rate(&mut c, &args!("RL.GCRA", "tmpl", 5, 1, 1000));
     let Value::BulkString(d) = ok(&mut c, &args!("DUMP", "tmpl")) else {
         panic!("DUMP")

@@ -11,9 +11,7 @@ use rate::*;
 
 #[test]
 fn sliding_weighted_estimate_across_boundary() {
-    let s = Server::start();
-    let mut c = s.con();
-    clock_set(&mut c, T0);
+    let (_s, mut c) = Server::at_clock(T0);
     let cmd = args!("RL.SLIDING", "s", 10, 1000);
     for i in 1..=10 {
         assert_eq!(
@@ -77,9 +75,7 @@ fn sliding_weighted_estimate_across_boundary() {
 
 #[test]
 fn sliding_retry_and_reset_rules() {
-    let s = Server::start();
-    let mut c = s.con();
-    clock_set(&mut c, T0);
+    let (_s, mut c) = Server::at_clock(T0);
     let cmd = args!("RL.SLIDING", "full", 10, 1000);
     for _ in 0..10 {
         rate_ttl(&mut c, &cmd);
@@ -126,9 +122,7 @@ fn sliding_retry_and_reset_rules() {
 
 #[test]
 fn sliding_cost() {
-    let s = Server::start();
-    let mut c = s.con();
-    clock_set(&mut c, T0);
+    let (_s, mut c) = Server::at_clock(T0);
     let with_cost = |n: i64| args!("RL.SLIDING", "sc", 10, 1000, "COST", n);
     assert_eq!(rate_ttl(&mut c, &with_cost(4)), [1, 10, 6, 0, 2000]);
     // 4 + 7 > 10 for the rest of this window; next window 4*(1-f) + 7 <= 10: f >= 0.25.

@@ -13,9 +13,7 @@ use rate::*;
 
 #[test]
 fn tokenbucket_reply_fields_and_tokens() {
-    let s = Server::start();
-    let mut c = s.con();
-    clock_set(&mut c, T0);
+    let (_s, mut c) = Server::at_clock(T0);
     let cmd = args!("RL.TOKENBUCKET", "tb", 5, 1, 1000);
     for i in 1..=5 {
         assert_eq!(

@@ -188,6 +188,16 @@ pub fn ping(con: &mut Connection) {
     assert_eq!(text(&v), "PONG", "PING answered {v:?}");
 }
 
+impl Server {
+    /// A server with the module and the test clock set to `ms`, and a connection to it.
+    pub fn at_clock(ms: i64) -> (Server, Connection) {
+        let s = Server::start();
+        let mut c = s.con();
+        clock_set(&mut c, ms);
+        (s, c)
+    }
+}
+
 pub fn clock_set(con: &mut Connection, ms: i64) {
     ok(con, &args!("RL.CLOCK", "SET", ms));
     assert_eq!(clock_get(con), ms, "RL.CLOCK GET after SET");
