@@ -153,7 +153,6 @@ fn tail(path: &Path, lines: usize) -> String {
 /// What a server is started with. `Server::builder()`, then `.start()`.
 #[derive(Clone, Debug)]
 pub struct Builder {
-    module: bool,
     test_clock: bool,
     module_args: Vec<String>,
     config: Vec<String>,
@@ -165,7 +164,6 @@ impl Default for Builder {
     /// The module with the test clock (`test-clock yes`), no persistence, standalone.
     fn default() -> Self {
         Builder {
-            module: true,
             test_clock: true,
             module_args: Vec::new(),
             config: Vec::new(),
@@ -179,12 +177,6 @@ impl Builder {
     /// Load the module without the test clock (`RL.CLOCK` disabled).
     pub fn real_clock(mut self) -> Self {
         self.test_clock = false;
-        self
-    }
-
-    /// Do not load the module at all (a plain server, e.g. to read `CLUSTER KEYSLOT`).
-    pub fn without_module(mut self) -> Self {
-        self.module = false;
         self
     }
 
@@ -223,9 +215,7 @@ impl Builder {
 
     pub fn start(self) -> Server {
         let so = module_path();
-        if self.module {
-            check_module(&so);
-        }
+        check_module(&so);
         let mut last = String::new();
         for _ in 0..8 {
             let port = free_port();
@@ -264,14 +254,12 @@ impl Builder {
                 );
             }
             // Module last, so its args cannot be mistaken for another option's.
-            if self.module {
-                args.push("--loadmodule".into());
-                args.push(so.to_string_lossy().into_owned());
-                if self.test_clock {
-                    args.extend(["test-clock".into(), "yes".into()]);
-                }
-                args.extend(self.module_args.iter().cloned());
+            args.push("--loadmodule".into());
+            args.push(so.to_string_lossy().into_owned());
+            if self.test_clock {
+                args.extend(["test-clock".into(), "yes".into()]);
             }
+            args.extend(self.module_args.iter().cloned());
             let mut server = Server {
                 child: None,
                 port,
