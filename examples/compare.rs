@@ -16,12 +16,7 @@
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use redis::{Connection, Value};
-use std::fs;
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// A unix time in ms aligned to 60000: minute windows start here.
 const T0: i64 = 1_700_000_040_000;
@@ -30,117 +25,11 @@ const WINDOW: i64 = 60_000;
 
 // ------------------------------------------------------------------------ the server
 
-struct Server {
-    child: Child,
-    port: u16,
-    dir: PathBuf,
-}
-
-impl Server {
-    fn start() -> Result<Server, String> {
-        let so = match std::env::var_os("RL_MODULE") {
-            Some(p) if !p.is_empty() => PathBuf::from(p),
-            _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/libredis_ratelimit.so"),
-        };
-        if !so.exists() {
-            return Err(format!(
-                "module not found at {}: run `cargo build --release` (or make build) first",
-                so.display()
-            ));
-        }
-        let bin = std::env::var("RL_SERVER")
-            .ok()
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(|| "redis-server".into());
-        let mut last = String::new();
-        for attempt in 0..5 {
-            let port = TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .map_err(|e| format!("no free port: {e}"))?
-                .port();
-            let dir = std::env::temp_dir().join(format!(
-                "rl-compare-{}-{attempt}-{port}",
-                std::process::id()
-            ));
-            let _ = fs::remove_dir_all(&dir);
-            fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-            let log = dir.join("redis.log");
-            let child = Command::new(&bin)
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
-                .arg("--dir")
-                .arg(&dir)
-                .arg("--logfile")
-                .arg(&log)
-                .arg("--loadmodule")
-                .arg(&so)
-                .args(["test-clock", "yes"])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .map_err(|e| format!("cannot start {bin}: {e}"))?;
-            let mut server = Server { child, port, dir };
-            match server.wait_ready() {
-                Ok(()) => return Ok(server),
-                Err(e) => {
-                    last = e;
-                    if !last.contains("Address already in use") && !last.contains("not ours") {
-                        break;
-                    }
-                }
-            }
-        }
-        Err(format!("redis-server did not start: {last}"))
-    }
-
-    fn wait_ready(&mut self) -> Result<(), String> {
-        let deadline = Instant::now() + Duration::from_secs(15);
-        let url = format!("redis://127.0.0.1:{}/", self.port);
-        loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                let log = fs::read_to_string(self.dir.join("redis.log")).unwrap_or_default();
-                return Err(format!("server exited ({status}):\n{log}"));
-            }
-            if let Ok(mut con) = redis::Client::open(url.as_str())
-                .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(500)))
-            {
-                let dir: redis::RedisResult<Vec<String>> =
-                    redis::cmd("CONFIG").arg("GET").arg("dir").query(&mut con);
-                if let Ok(v) = dir {
-                    let ours = fs::canonicalize(&self.dir)
-                        .ok()
-                        .map(|d| d.to_string_lossy().into_owned());
-                    if v.get(1).cloned() == ours {
-                        return Ok(());
-                    }
-                    return Err("a server that is not ours answered on that port".into());
-                }
-            }
-            if Instant::now() > deadline {
-                return Err("no answer within 15 s".into());
-            }
-            thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    fn con(&self) -> Connection {
-        let client = redis::Client::open(format!("redis://127.0.0.1:{}/", self.port)).unwrap();
-        let con = client
-            .get_connection_with_timeout(Duration::from_secs(5))
-            .expect("connect to redis-server");
-        con.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-        con
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = fs::remove_dir_all(&self.dir);
-    }
-}
+// The integration tests' server launcher (free port, own directory, the test clock,
+// RL_SERVER / RL_MODULE); it panics with the server's log when the server cannot start.
+#[path = "../tests/common/server.rs"]
+mod server;
+use server::Server;
 
 // ------------------------------------------------------------------------ algorithms
 
@@ -329,13 +218,7 @@ fn max_in_window(times: &[i64], span: i64) -> usize {
 
 fn main() {
     let started = Instant::now();
-    let server = match Server::start() {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("compare: error: {e}");
-            std::process::exit(2);
-        }
-    };
+    let server = Server::start();
     let mut con = server.con();
     let scs = scenarios();
     println!(

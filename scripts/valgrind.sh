@@ -36,7 +36,7 @@ for tool in valgrind redis-server redis-cli python3; do
     }
 done
 
-TESTS=${VALGRIND_TESTS:-"fuzz_commands errors rate_commands throttle robustness algorithms"}
+TESTS=${VALGRIND_TESTS:-"fuzz_commands errors gcra tokenbucket sliding decisions models throttle robustness fixed log queue leases"}
 SKIP=${VALGRIND_SKIP:-"clock_refused_without_test_clock"}
 SKIP_ARGS=()
 for s in $SKIP; do SKIP_ARGS+=(--skip "$s"); done

@@ -26,9 +26,7 @@ fn all(c: &mut redis::Connection, args: &[String]) -> (i64, i64, Vec<Vec<i64>>) 
 
 #[test]
 fn organisation_runs_out_first_and_the_user_allowance_is_untouched() {
-    let s = Server::start();
-    let mut c = s.con();
-    clock_set(&mut c, T0);
+    let (_s, mut c) = Server::at_clock(T0);
     let call = args!("RL.ALL", 2, USER, ORG, "GCRA", 10, 1, 1000, "SLIDING", 3, 60000);
     for i in 0..3 {
         let (ok, by, r) = all(&mut c, &call);
@@ -55,9 +53,7 @@ fn organisation_runs_out_first_and_the_user_allowance_is_untouched() {
 
 #[test]
 fn a_rule_of_each_algorithm() {
-    let s = Server::start();
-    let mut c = s.con();
-    clock_set(&mut c, T0);
+    let (_s, mut c) = Server::at_clock(T0);
     let call = args!(
         "RL.ALL",
         6,
@@ -127,9 +123,7 @@ fn a_rule_of_each_algorithm() {
 
 #[test]
 fn bad_input_in_any_rule_refuses_the_whole_call() {
-    let s = Server::start();
-    let mut c = s.con();
-    clock_set(&mut c, T0);
+    let (_s, mut c) = Server::at_clock(T0);
     rate(&mut c, &args!("RL.GCRA", "{k}g", 5, 1, 1000));
     ok(&mut c, &args!("SET", "{k}s", "x", "PX", 100000));
     let before = strip(info(&mut c, "{k}g").unwrap(), &["ttl_ms"]);
@@ -167,9 +161,7 @@ fn bad_input_in_any_rule_refuses_the_whole_call() {
 
 #[test]
 fn effects_replicate_as_one_unit() {
-    let s = Server::start();
-    let mut c = s.con();
-    clock_set(&mut c, T0);
+    let (s, mut c) = Server::at_clock(T0);
     let r = s.start_replica();
     let mut rc = r.con();
     for _ in 0..4 {

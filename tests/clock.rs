@@ -7,12 +7,13 @@
 
 #[macro_use]
 mod common;
+#[path = "support/rate.rs"]
+mod rate;
 
 use common::*;
+use rate::rate_ttl;
 use redis::{Connection, Value};
-use std::time::{Duration, Instant};
-
-const HOUR: i64 = 3_600_000;
+use std::time::Duration;
 
 /// One algorithm's command for a key, with a limit of 5 per `ms`.
 struct Alg {
@@ -237,15 +238,11 @@ fn a_key_written_ahead_expires_by_its_ttl() {
             );
         }
         // Wait (for the condition, not a fixed time) until the key has expired.
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while exists(&mut c, &key) {
-            assert!(
-                Instant::now() < deadline,
-                "{}: the key never expired",
-                alg.name
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        wait_until(
+            &format!("{}: the key to expire", alg.name),
+            Duration::from_secs(20),
+            || !exists(&mut c, &key),
+        );
         let r = call(&mut c, &a);
         assert!(
             admitted(&alg, &r),
@@ -259,9 +256,7 @@ fn a_key_written_ahead_expires_by_its_ttl() {
 /// debt when only the burst is lowered; windows and logs keep their counts and entries.
 #[test]
 fn rule_change_carries_the_state_over() {
-    let s = Server::start();
-    let mut c = s.con();
-    clock_set(&mut c, T0);
+    let (_s, mut c) = Server::at_clock(T0);
     for cmd in ["RL.GCRA", "RL.TOKENBUCKET"] {
         // 10 per hour, all spent; then 10 per second: free after one second.
         let key = format!("carry:{cmd}");
@@ -347,4 +342,34 @@ fn info_of(c: &mut Connection, key: &str) -> std::collections::BTreeMap<String, 
 
 fn ns(ms: i64) -> String {
     (ms as i128 * 1_000_000).to_string()
+}
+
+#[test]
+fn test_clock_get_set_advance_real() {
+    let (_s, mut c) = Server::at_clock(T0);
+    // Real time passes (the server's TIME moves on); the test clock does not.
+    let t = server_ms(&mut c);
+    wait_until(
+        "the server's time to move on",
+        Duration::from_secs(5),
+        || server_ms(&mut c) >= t + 20,
+    );
+    assert_eq!(clock_get(&mut c), T0, "SET freezes the clock");
+    clock_advance(&mut c, 1500);
+    assert_eq!(clock_get(&mut c), T0 + 1500);
+    clock_advance(&mut c, -500);
+    assert_eq!(clock_get(&mut c), T0 + 1000);
+    ok(&mut c, &args!("RL.CLOCK", "REAL"));
+    let real = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let got = clock_get(&mut c);
+    assert!(
+        (got - real).abs() < 5000,
+        "REAL: module clock {got}, system {real}"
+    );
+    // The real clock works for the rate commands too.
+    let r = rate_ttl(&mut c, &args!("RL.GCRA", "real", 5, 1, 1000));
+    assert_eq!(r, [1, 5, 4, 0, 1000]);
 }

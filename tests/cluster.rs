@@ -9,18 +9,15 @@
 
 #[macro_use]
 mod common;
-#[path = "support/cluster.rs"]
-mod cluster;
-#[path = "support/node.rs"]
-mod node;
+#[path = "support/rate.rs"]
+mod rate;
 #[path = "support/workload.rs"]
 mod workload;
 
-use cluster::{cluster_cli_available, key_slot, Cluster};
+use common::cluster::{cluster_cli_available, key_slot, Cluster};
 use common::*;
 use redis::Connection;
 use std::collections::{BTreeMap, BTreeSet};
-use std::thread;
 use std::time::{Duration, Instant};
 use workload::*;
 
@@ -292,17 +289,6 @@ fn tag_on_node(cl: &Cluster, n: usize, base: &str) -> String {
         .unwrap()
 }
 
-fn wait_owner(cl: &Cluster, slot: u16, owner: usize) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !(0..cl.nodes.len()).all(|i| cl.slot_map_seen_by(i)[slot as usize] == owner) {
-        assert!(
-            Instant::now() < deadline,
-            "nodes do not agree that slot {slot} moved"
-        );
-        thread::sleep(Duration::from_millis(20));
-    }
-}
-
 fn count_in_slot(c: &mut Connection, slot: u16) -> i64 {
     int(&ok(c, &args!("CLUSTER", "COUNTKEYSINSLOT", slot)))
 }
@@ -388,7 +374,7 @@ fn slot_moved_with_setslot_and_migrate_keeps_state_and_ttl() {
             &args!("CLUSTER", "SETSLOT", slot, "NODE", dst_id),
         );
     }
-    wait_owner(&cl, slot, dst);
+    cl.wait_owner(slot, dst);
     // MIGRATE sends the TTL as a relative time.
     let slack = t.elapsed().as_millis() as i64 + 2;
     assert_eq!(count_in_slot(&mut sc, slot), 0);
@@ -413,7 +399,7 @@ fn slot_moved_with_setslot_and_migrate_keeps_state_and_ttl() {
 #[test]
 fn valkey_atomic_slot_migration_keeps_state_and_ttl() {
     cluster_or_skip!();
-    let probe = node::Node::start(&[]);
+    let probe = Server::start();
     if !ServerVersion::of(&mut probe.con()).atomic_slot_migration() {
         eprintln!("SKIPPED: CLUSTER MIGRATESLOTS (atomic slot migration) is Valkey 9+ only");
         return;
@@ -466,7 +452,7 @@ fn valkey_atomic_slot_migration_keeps_state_and_ttl() {
         &args!("DEBUG", "SLOTMIGRATION", "PREVENT-PAUSE", 0),
     );
     wait_migration(&mut sc, |s| s == "success");
-    wait_owner(&cl, slot, dst);
+    cl.wait_owner(slot, dst);
     assert_eq!(count_in_slot(&mut sc, slot), 0);
     assert_eq!(count_in_slot(&mut dc, slot), keys.len() as i64);
     let got = durable_keys(&mut dc, &keys, SKIP_TTL);
@@ -481,31 +467,27 @@ fn valkey_atomic_slot_migration_keeps_state_and_ttl() {
 
 /// Polls CLUSTER GETSLOTMIGRATIONS on the source until the latest job's state passes.
 fn wait_migration(c: &mut Connection, done: impl Fn(&str) -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let v = ok(c, &args!("CLUSTER", "GETSLOTMIGRATIONS"));
-        let jobs: Vec<BTreeMap<String, String>> = match &v {
-            redis::Value::Array(jobs) => jobs
-                .iter()
-                .map(|j| parse_info(j).unwrap_or_default())
-                .collect(),
-            other => panic!("CLUSTER GETSLOTMIGRATIONS: {other:?}"),
-        };
-        let state = jobs
-            .last()
-            .and_then(|j| j.get("state").cloned())
-            .unwrap_or_default();
-        assert!(
-            state != "failed" && state != "cancelled",
-            "slot migration failed: {jobs:?}"
-        );
-        if done(&state) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "slot migration stuck in {state:?}: {jobs:?}"
-        );
-        thread::sleep(Duration::from_millis(20));
-    }
+    wait_until(
+        "the slot migration to pass its state",
+        Duration::from_secs(30),
+        || {
+            let v = ok(c, &args!("CLUSTER", "GETSLOTMIGRATIONS"));
+            let jobs: Vec<BTreeMap<String, String>> = match &v {
+                redis::Value::Array(jobs) => jobs
+                    .iter()
+                    .map(|j| parse_info(j).unwrap_or_default())
+                    .collect(),
+                other => panic!("CLUSTER GETSLOTMIGRATIONS: {other:?}"),
+            };
+            let state = jobs
+                .last()
+                .and_then(|j| j.get("state").cloned())
+                .unwrap_or_default();
+            assert!(
+                state != "failed" && state != "cancelled",
+                "slot migration failed: {jobs:?}"
+            );
+            done(&state)
+        },
+    );
 }

@@ -5,10 +5,12 @@
 
 #[macro_use]
 mod common;
+#[path = "support/rate.rs"]
+mod rate;
 
 use common::*;
+use rate::*;
 use redis::{Connection, Value};
-use std::collections::BTreeMap;
 
 struct Alg {
     cmd: &'static str,
@@ -55,9 +57,7 @@ impl Alg {
 /// spent state, plus keys of other types. Periods of an hour: no key expires (in real
 /// time) while a test runs.
 fn setup() -> (Server, Connection) {
-    let s = Server::start();
-    let mut c = s.con();
-    clock_set(&mut c, T0);
+    let (s, mut c) = Server::at_clock(T0);
     for a in &ALGS {
         let r = rate(&mut c, &a.args(&a.state_key(), &["COST", "2"]));
         assert_eq!(r[0], 1);
@@ -70,14 +70,6 @@ fn setup() -> (Server, Connection) {
     ok(&mut c, &args!("XADD", "stream", "1-1", "f", "v"));
     clock_advance(&mut c, 250);
     (s, c)
-}
-
-/// Every key in the database with everything observable about it.
-fn snap_all(c: &mut Connection) -> BTreeMap<String, KeySnap> {
-    scan_all(c)
-        .into_iter()
-        .map(|k| (k.clone(), snap(c, &k)))
-        .collect()
 }
 
 /// Run `args`, which must answer an error accepted by `accept`, change no key, and
@@ -94,13 +86,6 @@ fn refused(c: &mut Connection, args: &[String], accept: &dyn Fn(&str) -> bool) -
 
 fn numeric_err(name: &str) -> impl Fn(&str) -> bool + '_ {
     move |e: &str| e == ERR_NOT_INT || e == format!("ERR {name} must be a positive integer")
-}
-
-fn arity_err(cmd: &str) -> String {
-    format!(
-        "ERR wrong number of arguments for '{}' command",
-        cmd.to_lowercase()
-    )
 }
 
 fn is_arity(cmd: &str) -> impl Fn(&str) -> bool + '_ {
@@ -484,11 +469,7 @@ fn internal_apply_with_a_genuine_blob_refused() {
     // Take a real RL._APPLY (blob and all) from the AOF, replay it from a normal client:
     // it must be refused (else any client could reset its own limit). The AOF is read
     // back: every write reaches the file before its reply.
-    let s = Server::start_with(ServerOptions {
-        appendonly: true,
-        extra: args!("--appendfsync", "always"),
-        ..Default::default()
-    });
+    let s = Server::builder().appendonly().start();
     let mut c = s.con();
     clock_set(&mut c, T0);
     let a = args!("RL.GCRA", "src", 5, 1, 1000);
@@ -533,10 +514,7 @@ fn internal_apply_with_a_genuine_blob_refused() {
 
 #[test]
 fn clock_refused_without_test_clock() {
-    let s = Server::start_with(ServerOptions {
-        test_clock: false,
-        ..Default::default()
-    });
+    let s = Server::builder().real_clock().start();
     let mut c = s.con();
     for sub in [
         args!("RL.CLOCK", "GET"),
@@ -560,9 +538,7 @@ fn clock_refused_without_test_clock() {
 
 #[test]
 fn clock_bad_subcommands_are_errors() {
-    let s = Server::start();
-    let mut c = s.con();
-    clock_set(&mut c, T0);
+    let (_s, mut c) = Server::at_clock(T0);
     for bad in [
         args!("RL.CLOCK"),
         args!("RL.CLOCK", "FOO"),
@@ -577,4 +553,198 @@ fn clock_bad_subcommands_are_errors() {
         ping(&mut c);
     }
     assert_eq!(clock_get(&mut c), T0, "a bad RL.CLOCK call moved the clock");
+}
+
+#[test]
+fn wrongtype_for_other_types_and_other_algorithms() {
+    let (_srv, mut c) = Server::at_clock(T0);
+    let hour = 3_600_000;
+    // One key per algorithm, named after it.
+    let makers = [
+        ("gcra", args!("RL.GCRA", "gcra", 5, 1, hour)),
+        (
+            "tokenbucket",
+            args!("RL.TOKENBUCKET", "tokenbucket", 5, 1, hour),
+        ),
+        ("sliding", args!("RL.SLIDING", "sliding", 5, hour)),
+        ("fixed", args!("RL.FIXED", "fixed", 5, hour)),
+        ("log", args!("RL.LOG", "log", 5, hour)),
+        ("queue", args!("RL.QUEUE", "queue", 5, hour)),
+        ("concurrency", args!("RL.ACQUIRE", "concurrency", 5, hour)),
+    ];
+    for (_, a) in &makers {
+        assert_eq!(call(&mut c, a).0[0], 1, "{a:?}");
+    }
+    ok(&mut c, &args!("SET", "str", "hello", "PX", 100_000_000));
+    ok(&mut c, &args!("SET", "num", "1700000041000000000"));
+    ok(&mut c, &args!("HSET", "hash", "f", "v"));
+    ok(&mut c, &args!("RPUSH", "list", "a", "b"));
+    ok(&mut c, &args!("SADD", "set", "x"));
+    ok(&mut c, &args!("ZADD", "zset", 1, "m"));
+    let before = snap_all(&mut c);
+    for (key, _) in &makers {
+        assert_eq!(info_of(&mut c, key)["algorithm"], *key);
+    }
+    // The new commands, with their own algorithm's name.
+    let cmds: Vec<(&str, Vec<String>)> = vec![
+        ("fixed", args!("RL.FIXED", "K", 5, hour)),
+        ("log", args!("RL.LOG", "K", 5, hour)),
+        ("queue", args!("RL.QUEUE", "K", 5, hour)),
+        ("concurrency", args!("RL.ACQUIRE", "K", 5, hour)),
+        ("concurrency", args!("RL.RELEASE", "K", tok(T0, 0))),
+        ("concurrency", args!("RL.RENEW", "K", tok(T0, 0), 1000)),
+        ("gcra", args!("RL.GCRA", "K", 5, 1, hour)),
+        ("tokenbucket", args!("RL.TOKENBUCKET", "K", 5, 1, hour)),
+        ("sliding", args!("RL.SLIDING", "K", 5, hour)),
+    ];
+    for (own, a) in &cmds {
+        let dry_ok = !matches!(a[0].as_str(), "RL.RELEASE" | "RL.RENEW");
+        let variants: Vec<Vec<String>> = if dry_ok {
+            vec![a.clone(), with(a, &["DRYRUN"])]
+        } else {
+            vec![a.clone()]
+        };
+        for v in variants {
+            for key in ["str", "num", "hash", "list", "set", "zset"] {
+                let mut x = v.clone();
+                x[1] = key.to_string();
+                assert_eq!(err(&mut c, &x), ERR_WRONGTYPE, "{x:?}");
+            }
+            for (algo, _) in &makers {
+                if algo == own {
+                    continue;
+                }
+                let mut x = v.clone();
+                x[1] = algo.to_string();
+                assert_eq!(err(&mut c, &x), other_algo(algo), "{x:?}");
+            }
+        }
+    }
+    assert_eq!(snap_all(&mut c), before, "a WRONGTYPE request changed data");
+    ping(&mut c);
+}
+
+#[test]
+fn bad_input_is_refused_and_changes_nothing() {
+    let (_srv, mut c) = Server::at_clock(T0);
+    let hour = 3_600_000;
+    for a in [
+        args!("RL.FIXED", "f", 3, hour),
+        args!("RL.LOG", "l", 3, hour),
+        args!("RL.QUEUE", "q", 3, hour),
+        args!("RL.ACQUIRE", "a", 3, hour),
+    ] {
+        assert_eq!(call(&mut c, &a).0[0], 1);
+    }
+    let before = snap_all(&mut c);
+    let tok_a = info_of(&mut c, "a")["last_token"].clone();
+    let not_int = ERR_NOT_INT.to_string();
+    let syntax = ERR_SYNTAX.to_string();
+    let pos = |n: &str| format!("ERR {n} must be a positive integer");
+    let span = |n: &str| format!("ERR {n} must be at most 1000000000000");
+    let mut cases: Vec<(Vec<String>, String)> = Vec::new();
+    // The window commands: limit window_ms.
+    for (cmd, key) in [("RL.FIXED", "f"), ("RL.LOG", "l")] {
+        cases.push((args!(cmd), arity_err(cmd)));
+        cases.push((args!(cmd, key), arity_err(cmd)));
+        cases.push((args!(cmd, key, 3), arity_err(cmd)));
+        for bad in [
+            "abc",
+            "1.5",
+            "",
+            "99999999999999999999",
+            "18446744073709551616",
+            "1e3",
+        ] {
+            cases.push((args!(cmd, key, bad, hour), not_int.clone()));
+            cases.push((args!(cmd, key, 3, bad), not_int.clone()));
+            cases.push((args!(cmd, key, 3, hour, "COST", bad), not_int.clone()));
+        }
+        for bad in ["0", "-1", "-9223372036854775808"] {
+            cases.push((args!(cmd, key, bad, hour), pos("limit")));
+            cases.push((args!(cmd, key, 3, bad), pos("window_ms")));
+            if bad != "0" {
+                // COST 0 is a peek.
+                cases.push((
+                    args!(cmd, key, 3, hour, "COST", bad),
+                    s("ERR cost must not be negative"),
+                ));
+            }
+        }
+        cases.push((args!(cmd, key, 3, 1_000_000_000_001i64), span("window_ms")));
+        cases.push((
+            args!(cmd, key, 3, hour, "COST", 4),
+            s("ERR COST must not exceed limit"),
+        ));
+        cases.push((args!(cmd, key, 3, hour, "COST"), syntax.clone()));
+        cases.push((
+            args!(cmd, key, 3, hour, "COST", 1, "COST", 1),
+            syntax.clone(),
+        ));
+        cases.push((args!(cmd, key, 3, hour, "DRYRUN", "DRYRUN"), syntax.clone()));
+        cases.push((args!(cmd, key, 3, hour, "FOO"), syntax.clone()));
+        cases.push((args!(cmd, key, 3, hour, "DRYRUN", "1"), syntax.clone()));
+    }
+    // RL.QUEUE: capacity interval_ms.
+    let q = "RL.QUEUE";
+    cases.push((args!(q, "q", 3), arity_err(q)));
+    cases.push((args!(q, "q", "x", hour), not_int.clone()));
+    cases.push((args!(q, "q", 3, "99999999999999999999"), not_int.clone()));
+    cases.push((args!(q, "q", 0, hour), pos("capacity")));
+    cases.push((args!(q, "q", -3, hour), pos("capacity")));
+    cases.push((args!(q, "q", 3, 0), pos("interval_ms")));
+    cases.push((args!(q, "q", 3, -1), pos("interval_ms")));
+    cases.push((args!(q, "q", 3, 1_000_000_000_001i64), span("interval_ms")));
+    cases.push((
+        args!(q, "q", 3, hour, "COST", 4),
+        s("ERR COST must not exceed capacity"),
+    ));
+    cases.push((
+        args!(q, "q", 3, hour, "COST", -1),
+        s("ERR cost must not be negative"),
+    ));
+    cases.push((args!(q, "q", 3, hour, "BOGUS"), syntax.clone()));
+    // RL.ACQUIRE: limit lease_ms, DRYRUN only.
+    let a = "RL.ACQUIRE";
+    cases.push((args!(a, "a"), arity_err(a)));
+    cases.push((args!(a, "a", 3), arity_err(a)));
+    cases.push((args!(a, "a", "x", hour), not_int.clone()));
+    cases.push((args!(a, "a", 3, "1.0"), not_int.clone()));
+    cases.push((args!(a, "a", 0, hour), pos("limit")));
+    cases.push((args!(a, "a", 3, 0), pos("lease_ms")));
+    cases.push((args!(a, "a", 3, -100), pos("lease_ms")));
+    cases.push((args!(a, "a", 3, 1_000_000_000_001i64), span("lease_ms")));
+    cases.push((args!(a, "a", 3, hour, "COST", 1), syntax.clone()));
+    cases.push((args!(a, "a", 3, hour, "COST", 2), syntax.clone()));
+    cases.push((args!(a, "a", 3, hour, "DRYRUN", "DRYRUN"), syntax.clone()));
+    cases.push((args!(a, "a", 3, hour, "X"), syntax.clone()));
+    // RL.RELEASE key token, RL.RENEW key token lease_ms.
+    let tok_err = s("ERR token must be of the form <unix_ms>-<seq>");
+    cases.push((args!("RL.RELEASE", "a"), arity_err("RL.RELEASE")));
+    cases.push((args!("RL.RELEASE", "a", &tok_a, 1), arity_err("RL.RELEASE")));
+    cases.push((args!("RL.RENEW", "a", &tok_a), arity_err("RL.RENEW")));
+    cases.push((args!("RL.RENEW", "a", &tok_a, 1, 1), arity_err("RL.RENEW")));
+    for bad in [
+        "", "abc", "1", "1-", "-1", "1-x", "x-1", "1-2-3", "1.5-1", "+1-1", "1 -1",
+    ] {
+        cases.push((args!("RL.RELEASE", "a", bad), tok_err.clone()));
+        cases.push((args!("RL.RENEW", "a", bad, 1000), tok_err.clone()));
+    }
+    cases.push((args!("RL.RENEW", "a", &tok_a, 0), pos("lease_ms")));
+    cases.push((args!("RL.RENEW", "a", &tok_a, -5), pos("lease_ms")));
+    cases.push((args!("RL.RENEW", "a", &tok_a, "abc"), not_int.clone()));
+    cases.push((
+        args!("RL.RENEW", "a", &tok_a, 1_000_000_000_001i64),
+        span("lease_ms"),
+    ));
+
+    for (args, want) in &cases {
+        let e = err(&mut c, args);
+        assert_eq!(&e, want, "{args:?}");
+    }
+    // Parameters whose arithmetic would overflow: an error, never a crash.
+    let e = err(&mut c, &args!("RL.QUEUE", "q", 2, 1_000_000_000_000i64));
+    assert!(e.starts_with("ERR parameters too large"), "{e}");
+    assert_eq!(snap_all(&mut c), before, "bad input changed data");
+    ping(&mut c);
 }

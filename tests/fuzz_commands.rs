@@ -1229,7 +1229,7 @@ fn fuzz_every_command() {
         !stderr.contains("panicked") && !stderr.contains("RUST_BACKTRACE"),
         "the module printed a panic (seed {seed}):\n{stderr}"
     );
-    let log = fs::read_to_string(server.dir.join("redis.log")).unwrap_or_default();
+    let log = fs::read_to_string(server.log_path()).unwrap_or_default();
     assert!(
         !log.contains("ASSERTION FAILED") && !log.contains("crashed by signal"),
         "{log}"

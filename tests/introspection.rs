@@ -2,8 +2,11 @@
 
 #[macro_use]
 mod common;
+#[path = "support/rate.rs"]
+mod rate;
 use common::*;
-use redis::Value;
+use rate::*;
+use redis::{Connection, Value};
 
 fn flat(v: &Value) -> Vec<String> {
     match v {
@@ -76,9 +79,7 @@ fn command_docs_describe_every_argument() {
 
 #[test]
 fn info_section_counts_calls_and_decisions() {
-    let s = Server::start();
-    let mut c = s.con();
-    clock_set(&mut c, T0);
+    let (_s, mut c) = Server::at_clock(T0);
     for _ in 0..3 {
         rate(&mut c, &args!("RL.GCRA", "k", 2, 1, 1000));
     }
@@ -171,10 +172,9 @@ fn configs_are_listed_settable_and_validated() {
 
 #[test]
 fn configs_at_load_time() {
-    let s = Server::start_with(ServerOptions {
-        extra: vec!["--ratelimit.log-max-limit".into(), "7".into()],
-        ..ServerOptions::default()
-    });
+    let s = Server::builder()
+        .config("ratelimit.log-max-limit", 7)
+        .start();
     let mut c = s.con();
     let v = flat(&raw(
         &mut c,
@@ -188,9 +188,7 @@ fn configs_at_load_time() {
 
 #[test]
 fn writes_fire_keyspace_events() {
-    let s = Server::start();
-    let mut c = s.con();
-    clock_set(&mut c, T0);
+    let (s, mut c) = Server::at_clock(T0);
     ok(
         &mut c,
         &args!("CONFIG", "SET", "notify-keyspace-events", "Ed"),
@@ -220,4 +218,70 @@ fn writes_fire_keyspace_events() {
             ),
         ]
     );
+}
+
+#[test]
+fn log_and_acquire_max_limit_configs() {
+    let (_srv, mut c) = Server::at_clock(T0);
+    let get = |c: &mut Connection, name: &str| match ok(c, &args!("CONFIG", "GET", name)) {
+        Value::Array(v) if v.len() == 2 => text(&v[1]),
+        other => panic!("CONFIG GET {name}: {other:?}"),
+    };
+    for (cmd, cfg, extra) in [
+        ("RL.LOG", "ratelimit.log-max-limit", 60_000),
+        ("RL.ACQUIRE", "ratelimit.acquire-max-limit", 60_000),
+    ] {
+        let above = |max: i64| format!("ERR limit must be at most {max} (config {cfg})");
+        assert_eq!(get(&mut c, cfg), "10000");
+        let k = format!("{cmd}:k");
+        assert_eq!(err(&mut c, &args!(cmd, &k, 10_001, extra)), above(10_000));
+        assert!(!exists(&mut c, &k));
+        assert_eq!(
+            call(&mut c, &args!(cmd, &k, 10_000, extra)).0[..3],
+            [1, 10_000, 9_999]
+        );
+        // CONFIG SET raises it...
+        assert_eq!(
+            text(&ok(&mut c, &args!("CONFIG", "SET", cfg, 20_000))),
+            "OK"
+        );
+        assert_eq!(get(&mut c, cfg), "20000");
+        assert_eq!(
+            call(&mut c, &args!(cmd, &k, 10_001, extra)).0[..3],
+            [1, 10_001, 9_999]
+        );
+        assert_eq!(err(&mut c, &args!(cmd, &k, 20_001, extra)), above(20_000));
+        // ...and lowers it.
+        assert_eq!(text(&ok(&mut c, &args!("CONFIG", "SET", cfg, 5))), "OK");
+        let before = snap(&mut c, &k);
+        assert_eq!(err(&mut c, &args!(cmd, &k, 6, extra)), above(5));
+        assert_eq!(snap(&mut c, &k), before);
+        assert_eq!(
+            call(&mut c, &args!(cmd, "small", 5, extra)).0[..3],
+            [1, 5, 4]
+        );
+        ok(&mut c, &args!("DEL", "small"));
+        // Out of its range 1..1000000: refused, value unchanged.
+        for bad in ["0", "-1", "1000001", "abc"] {
+            let v = raw(&mut c, &args!("CONFIG", "SET", cfg, bad));
+            assert!(
+                error_text(&v).is_some(),
+                "CONFIG SET {cfg} {bad} answered {v:?}"
+            );
+            assert_eq!(get(&mut c, cfg), "5");
+        }
+        assert_eq!(
+            text(&ok(&mut c, &args!("CONFIG", "SET", cfg, 10_000))),
+            "OK"
+        );
+    }
+    // Each config bounds only its own command.
+    ok(
+        &mut c,
+        &args!("CONFIG", "SET", "ratelimit.log-max-limit", 3),
+    );
+    assert_eq!(call(&mut c, &args!("RL.ACQUIRE", "z:a", 4, 1000)).0[0], 1);
+    assert_eq!(call(&mut c, &args!("RL.FIXED", "z:f", 4, 1000)).0[0], 1);
+    assert!(err(&mut c, &args!("RL.LOG", "z:l", 4, 1000)).contains("log-max-limit"));
+    ping(&mut c);
 }

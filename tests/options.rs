@@ -110,10 +110,7 @@ impl Alg {
 /// A server on the test clock at T0 that writes an AOF (`appendfsync always`): the AOF
 /// receives exactly what replicas receive, so it shows what a command propagated.
 fn start() -> (Server, Connection) {
-    let s = Server::start_with(ServerOptions {
-        appendonly: true,
-        ..ServerOptions::default()
-    });
+    let s = Server::builder().appendonly().start();
     let mut c = s.con();
     clock_set(&mut c, T0);
     (s, c)
@@ -599,9 +596,7 @@ fn durable(c: &mut Connection, key: &str) -> (BTreeMap<String, String>, i64, Str
 
 #[test]
 fn refunds_and_blocks_reach_a_replica_as_effects_and_survive_a_reload() {
-    let p = Server::start();
-    let mut pc = p.con();
-    clock_set(&mut pc, T0);
+    let (p, mut pc) = Server::at_clock(T0);
     let r = p.start_replica();
     let mut rc = r.con();
     // The replica reads blocked_until_ms on its own clock: the same time as the primary's.
@@ -670,12 +665,7 @@ fn keyslot(c: &mut Connection, aux: &mut Option<Server>, key: &str) -> i64 {
     if error_text(&v).is_none() {
         return int(&v);
     }
-    let node = aux.get_or_insert_with(|| {
-        Server::start_with(ServerOptions {
-            extra: args!("--cluster-enabled", "yes"),
-            ..ServerOptions::default()
-        })
-    });
+    let node = aux.get_or_insert_with(|| Server::builder().cluster().start());
     int(&ok(&mut node.con(), &args!("CLUSTER", "KEYSLOT", key)))
 }
 
@@ -862,9 +852,7 @@ fn counters(c: &mut Connection) -> BTreeMap<String, i64> {
 
 #[test]
 fn info_counts_each_option() {
-    let s = Server::start();
-    let mut c = s.con();
-    clock_set(&mut c, T0);
+    let (_s, mut c) = Server::at_clock(T0);
     let base = counters(&mut c);
     let g = |opts: &[&str]| {
         let mut a = args!("RL.GCRA", "cnt", 5, 1, 60_000);

@@ -12,20 +12,19 @@
 mod common;
 #[path = "support/dump.rs"]
 mod dump;
-#[path = "support/node.rs"]
-mod node;
+#[path = "support/rate.rs"]
+mod rate;
 #[path = "support/workload.rs"]
 mod workload;
 
 use common::*;
 use dump::{hex, parse, unhex, with_footer, ModulePayload};
-use node::{server_kind, Kind, Node};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use rate::*;
 use redis::{Connection, Value};
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::thread;
 use std::time::{Duration, Instant};
 use workload::*;
 
@@ -36,11 +35,6 @@ fn keys_of(p: &Probes) -> Vec<String> {
 }
 
 /// PTTL of every key, all read at one instant (one MULTI).
-fn pttls(c: &mut Connection, keys: &[String]) -> Vec<i64> {
-    let cmds: Vec<Vec<String>> = keys.iter().map(|k| args!("PTTL", k)).collect();
-    multi(c, &cmds).iter().map(int).collect()
-}
-
 fn dbsize(c: &mut Connection) -> i64 {
     int(&ok(c, &args!("DBSIZE")))
 }
@@ -68,25 +62,41 @@ fn restore(c: &mut Connection, key: &str, ttl: i64, payload: &[u8], extra: &[&st
     raw_bytes(c, &a)
 }
 
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        thread::sleep(Duration::from_millis(10));
+/// Every key's PTTL `after` is its PTTL `before` (more than `min_ms`), less at most
+/// `elapsed_ms`: the real time between the two readings.
+fn assert_ttls_kept(
+    label: &str,
+    keys: &[String],
+    before: &[i64],
+    after: &[i64],
+    elapsed_ms: i64,
+    min_ms: i64,
+) {
+    for (i, k) in keys.iter().enumerate() {
+        let (b, a) = (before[i], after[i]);
+        assert!(b > min_ms, "{label}: {k}: PTTL {b} before");
+        assert!(
+            a <= b && a >= b - elapsed_ms,
+            "{label}: {k}: PTTL {b} before, {a} after, {elapsed_ms} ms apart"
+        );
     }
 }
 
-fn info_i64(c: &mut Connection, section: &str, field: &str) -> i64 {
-    info_field(c, section, field)
-        .unwrap_or_else(|| panic!("INFO {section} has no {field}"))
-        .parse()
-        .unwrap()
+/// DEBUG RELOAD, which keeps every key's TTL (see `assert_ttls_kept`).
+fn debug_reload_keeping_ttls(c: &mut Connection, keys: &[String]) {
+    let started = std::time::Instant::now();
+    let before = pttls(c, keys);
+    assert_eq!(text(&ok(c, &args!("DEBUG", "RELOAD"))), "OK");
+    let after = pttls(c, keys);
+    // Short of the first readings by at most the real time between them.
+    let gap = i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX) + 2;
+    assert_ttls_kept("DEBUG RELOAD", keys, &before, &after, gap, 0);
 }
 
 // ------------------------------------------------------------------------ RDB
 
 fn rdb_restart(mode: &str) {
-    let mut n = Node::start(&[]);
+    let mut n = Server::start();
     let mut c = n.con();
     clock_set(&mut c, T0);
     let probes = every_algorithm(&mut c, "");
@@ -104,7 +114,7 @@ fn rdb_restart(mode: &str) {
             let saves = info_i64(&mut c, "persistence", "rdb_changes_since_last_save");
             assert!(saves > 0);
             ok(&mut c, &args!("BGSAVE"));
-            wait_until("BGSAVE", || {
+            wait_until("BGSAVE", Duration::from_secs(30), || {
                 info_i64(&mut c, "persistence", "rdb_bgsave_in_progress") == 0
                     && info_i64(&mut c, "persistence", "rdb_changes_since_last_save") == 0
             });
@@ -125,14 +135,7 @@ fn rdb_restart(mode: &str) {
     clock_set(&mut c, now);
     let got = durable_keys(&mut c, &keys, SKIP_TTL);
     assert_same_durable(&format!("after {mode} + restart"), &want, &got, 0);
-    for (i, k) in keys.iter().enumerate() {
-        let (b, a) = (before[i], after[i]);
-        assert!(b > 60_000, "{k}: PTTL {b} before the restart");
-        assert!(
-            a <= b && a >= b - elapsed,
-            "{k}: PTTL {b} before, {a} after a restart that took {elapsed} ms"
-        );
-    }
+    assert_ttls_kept(mode, &keys, &before, &after, elapsed, 60_000);
     assert_eq!(
         dry_replies(&mut c, &probes),
         dry,
@@ -186,32 +189,16 @@ fn resp_commands(data: &[u8]) -> Vec<Vec<Vec<u8>>> {
     out
 }
 
-fn bgrewriteaof(c: &mut Connection) {
-    let done = info_i64(c, "persistence", "aof_rewrites");
-    ok(c, &args!("BGREWRITEAOF"));
-    wait_until("BGREWRITEAOF", || {
-        info_i64(c, "persistence", "aof_rewrites") > done
-            && info_i64(c, "persistence", "aof_rewrite_in_progress") == 0
-            && info_i64(c, "persistence", "aof_rewrite_scheduled") == 0
-    });
-    assert_eq!(
-        info_field(c, "persistence", "aof_last_bgrewrite_status").unwrap(),
-        "ok"
-    );
-}
-
 fn aof_cycle(preamble: bool) {
     let label = if preamble {
         "AOF with RDB preamble"
     } else {
         "AOF without RDB preamble"
     };
-    let mut n = Node::start(&args!(
-        "--appendonly",
-        "yes",
-        "--aof-use-rdb-preamble",
-        if preamble { "yes" } else { "no" }
-    ));
+    let mut n = Server::builder()
+        .appendonly()
+        .config("aof-use-rdb-preamble", if preamble { "yes" } else { "no" })
+        .start();
     let mut c = n.con();
     clock_set(&mut c, T0);
     let mut probes = every_algorithm(&mut c, "a:");
@@ -299,9 +286,7 @@ fn aof_without_rdb_preamble_restart_rewrite_restart() {
 
 #[test]
 fn dump_restore_copy_rename_object_memory_usage() {
-    let n = Node::start(&[]);
-    let mut c = n.con();
-    clock_set(&mut c, T0);
+    let (_n, mut c) = Server::at_clock(T0);
     let probes = every_algorithm(&mut c, "s:");
     let keys = keys_of(&probes);
     let want = durable_keys(&mut c, &keys, SKIP_TTL);
@@ -387,8 +372,8 @@ fn flat_first(v: &Value) -> Value {
 
 #[test]
 fn migrate_between_two_servers() {
-    let a = Node::start(&[]);
-    let b = Node::start(&[]);
+    let a = Server::start();
+    let b = Server::start();
     let mut ca = a.con();
     let mut cb = b.con();
     clock_set(&mut ca, T0);
@@ -435,7 +420,7 @@ fn migrate_between_two_servers() {
 
     // DUMP + RESTORE ABSTTL of the whole dataset into a third server: DEBUG DIGEST (values
     // and expiries of every key) is the same.
-    let c3 = Node::start(&[]);
+    let c3 = Server::start();
     let mut cc = c3.con();
     for k in &keys {
         let p = dump_key(&mut cb, k);
@@ -516,11 +501,10 @@ fn fixture_path() -> std::path::PathBuf {
 #[test]
 #[ignore]
 fn generate_dump_fixture_v1() {
-    let n = Node::start(&[]);
+    let n = Server::start();
     let mut c = n.con();
-    assert_eq!(
-        server_kind(&mut c),
-        Kind::Redis,
+    assert!(
+        !ServerVersion::of(&mut c).valkey,
         "make the fixture on Redis 7.0 (RDB version 10), which both servers restore"
     );
     clock_set(&mut c, T0);
@@ -573,7 +557,7 @@ fn dump_fixture_v1_restores_with_exact_state() {
         "fixture has {} entries",
         fx.entries.len()
     );
-    let n = Node::start(&[]);
+    let n = Server::start();
     let mut c = n.con();
     clock_set(&mut c, fx.clock_ms);
     let mut algos = std::collections::BTreeSet::new();
@@ -716,9 +700,7 @@ fn corrupted_or_truncated_restore_payloads_are_refused() {
         .unwrap_or_else(rand::random);
     eprintln!("corrupted payloads: seed {seed} (RL_SEED={seed} to replay)");
     let mut rng = StdRng::seed_from_u64(seed);
-    let n = Node::start(&[]);
-    let mut c = n.con();
-    clock_set(&mut c, T0);
+    let (n, mut c) = Server::at_clock(T0);
     let probes = every_algorithm(&mut c, "x:");
     let keys = keys_of(&probes);
     let want = durable_keys(&mut c, &keys, SKIP_TTL);
@@ -886,10 +868,104 @@ fn corrupted_or_truncated_restore_payloads_are_refused() {
     // Nothing else was touched, and the server is the same process.
     assert_eq!(durable_keys(&mut c, &keys, SKIP_TTL), want);
     ping(&mut c);
-    let log = std::fs::read_to_string(n.dir.join("server.log")).unwrap_or_default();
+    let log = std::fs::read_to_string(n.log_path()).unwrap_or_default();
     assert!(
         !log.contains("crashed") && !log.contains("Guru Meditation"),
         "server log:\n{}",
         n.log_tail()
     );
+}
+
+// -------------------------------------------------------- DEBUG RELOAD and DEBUG LOADAOF
+
+#[test]
+fn debug_reload_keeps_every_state_and_ttl() {
+    let (_s, mut c) = Server::at_clock(T0);
+    let keys = gcra_tb_sliding_workload(&mut c, "");
+    let names: Vec<String> = keys.keys().cloned().collect();
+    let now = clock_get(&mut c);
+    // Only ttl_ms reads the real clock; the module clock is frozen, so `tokens` stays.
+    let before = durable_all(&mut c, &["ttl_ms"]);
+    assert_eq!(before.len(), keys.len());
+    assert_digests_meaningful(&before, GCRA_TB_SLIDING);
+    let dry_before: Vec<[i64; 5]> = keys
+        .values()
+        .map(|a| {
+            let mut d = a.clone();
+            d.push("DRYRUN".into());
+            rate(&mut c, &d)
+        })
+        .collect();
+    debug_reload_keeping_ttls(&mut c, &names);
+    assert_eq!(clock_get(&mut c), now, "DEBUG RELOAD moved the test clock");
+    let after = durable_all(&mut c, &["ttl_ms"]);
+    assert_same("after DEBUG RELOAD", &before, &after);
+    // And the algorithms carry on exactly where they were.
+    for (i, a) in keys.values().enumerate() {
+        assert_eq!(rate(&mut c, a), dry_before[i], "{a:?} after DEBUG RELOAD");
+    }
+}
+
+#[test]
+fn aof_reload_and_rewrite_restore_the_same_state() {
+    let s = Server::builder()
+        .appendonly()
+        .config("aof-use-rdb-preamble", "no")
+        .start();
+    let mut c = s.con();
+    clock_set(&mut c, T0);
+    gcra_tb_sliding_workload(&mut c, "");
+    let skip = ["tokens", "ttl_ms"];
+    let want = durable_all(&mut c, &skip);
+    assert_digests_meaningful(&want, GCRA_TB_SLIDING);
+    // Reload an hour later on the module clock: re-running clock-dependent commands
+    // would give other states; replaying effects gives the same ones.
+    clock_advance(&mut c, 3_600_000);
+    let now = clock_get(&mut c);
+    assert_eq!(text(&ok(&mut c, &args!("DEBUG", "LOADAOF"))), "OK");
+    assert_same("after DEBUG LOADAOF", &want, &durable_all(&mut c, &skip));
+
+    bgrewriteaof(&mut c);
+    clock_advance(&mut c, 3_600_000);
+    assert_eq!(text(&ok(&mut c, &args!("DEBUG", "LOADAOF"))), "OK");
+    assert_same(
+        "after BGREWRITEAOF + DEBUG LOADAOF",
+        &want,
+        &durable_all(&mut c, &skip),
+    );
+    assert_eq!(clock_get(&mut c), now + 3_600_000);
+}
+
+#[test]
+fn debug_reload_keeps_the_new_states() {
+    let (_srv, mut c) = Server::at_clock(T0);
+    let probes = fixed_log_queue_lease_workload(&mut c, "");
+    let before = durable_all(&mut c, CLOCK_FIELDS);
+    assert_eq!(before.len(), probes.len());
+    assert_digests_meaningful(&before, FIXED_LOG_QUEUE_LEASE);
+    let names: Vec<String> = probes.keys().cloned().collect();
+    let dry_before: Vec<([i64; 5], Vec<Value>)> = probes
+        .values()
+        .filter(|a| !a.is_empty())
+        .map(|a| call(&mut c, a))
+        .collect();
+    debug_reload_keeping_ttls(&mut c, &names);
+    assert_same(
+        "after DEBUG RELOAD",
+        &before,
+        &durable_all(&mut c, CLOCK_FIELDS),
+    );
+    let dry_after: Vec<([i64; 5], Vec<Value>)> = probes
+        .values()
+        .filter(|a| !a.is_empty())
+        .map(|a| call(&mut c, a))
+        .collect();
+    assert_eq!(
+        dry_before, dry_after,
+        "the algorithms answer differently after DEBUG RELOAD"
+    );
+    // And they carry on: the leases are still there to RELEASE.
+    let m = info_of(&mut c, "a5");
+    let last = m["last_token"].clone();
+    assert_eq!(lease_op(&mut c, &args!("RL.RELEASE", "a5", last)).0, 1);
 }

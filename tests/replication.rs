@@ -9,6 +9,8 @@
 mod common;
 #[path = "support/fake_replica.rs"]
 mod fake_replica;
+#[path = "support/rate.rs"]
+mod rate;
 #[path = "support/workload.rs"]
 mod workload;
 
@@ -16,14 +18,12 @@ use common::*;
 use fake_replica::{FakeReplica, Psync};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use rate::{call, lease_op, tok};
 use redis::{Connection, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::thread;
-use std::time::{Duration, Instant};
-use workload::{dry_replies, durable, durable_keys, every_algorithm, flat, Durable, Probes};
-
-/// Read on the reading server's own clock: never compared across servers.
-const CLOCK_FIELDS: &[&str] = &["tokens", "ttl_ms"];
+use std::time::Duration;
+use workload::*;
 
 /// One key of the randomized workload: its command and two rules (the second one is used
 /// now and then: rule changes are normal operation).
@@ -352,10 +352,7 @@ fn randomized_workload_replicas_hold_identical_state() {
     let mut rc2 = r2.con();
     compare("late replica (diskless full sync)", &mut pc, &mut rc2);
     ok(&mut pc, &args!("CONFIG", "SET", "repl-diskless-sync", "no"));
-    let r3 = p.start_replica_with(ServerOptions {
-        extra: args!("--repl-diskless-load", "swapdb"),
-        ..Default::default()
-    });
+    let r3 = p.start_replica_with(Server::builder().config("repl-diskless-load", "swapdb"));
     let mut rc3 = r3.con();
     compare("late replica (disk-based full sync)", &mut pc, &mut rc3);
 
@@ -614,15 +611,6 @@ fn marker(c: &mut Connection, key: &str) {
     ok(c, &args!("RL.GCRA", key, 1_000_000, 1, 600_000));
 }
 
-/// Waits until `cond` holds (checked every few ms, at most 60 s).
-fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        thread::sleep(Duration::from_millis(5));
-    }
-}
-
 /// The `state=` of every replica the primary lists in `INFO replication`.
 fn replica_states(c: &mut Connection) -> Vec<String> {
     let t = text(&ok(c, &args!("INFO", "replication")));
@@ -639,8 +627,8 @@ fn set(c: &mut Connection, name: &str, value: &str) {
 
 /// A primary for these tests: on the test clock, with a backlog large enough that it is
 /// never trimmed (its first byte is then the first byte of a command).
-fn primary(opts: ServerOptions) -> (Server, Connection) {
-    let p = Server::start_with(opts);
+fn primary(b: Builder) -> (Server, Connection) {
+    let p = b.start();
     let mut pc = p.con();
     clock_set(&mut pc, T0);
     set(&mut pc, "repl-backlog-size", "256mb");
@@ -696,7 +684,7 @@ fn assert_replicas_identical(label: &str, pc: &mut Connection, replicas: &mut [C
         .parse()
         .unwrap();
     for (i, rc) in replicas.iter_mut().enumerate() {
-        wait_for("a replica to catch up", || {
+        wait_until("a replica to catch up", Duration::from_secs(60), || {
             info_field(rc, "replication", "master_repl_offset")
                 .and_then(|o| o.parse::<i64>().ok())
                 .is_some_and(|o| o >= target)
@@ -717,10 +705,14 @@ fn waiting_full_sync(p: &Server, pc: &mut Connection) -> FakeReplica {
     set(pc, "repl-diskless-sync", "yes");
     set(pc, "repl-diskless-sync-delay", "60");
     let a = fake_psync(p.port);
-    wait_for("the sync to wait for its fork", || {
-        replica_states(pc) == ["wait_bgsave"]
-            && info_field(pc, "replication", "repl_backlog_active").as_deref() == Some("1")
-    });
+    wait_until(
+        "the sync to wait for its fork",
+        Duration::from_secs(60),
+        || {
+            replica_states(pc) == ["wait_bgsave"]
+                && info_field(pc, "replication", "repl_backlog_active").as_deref() == Some("1")
+        },
+    );
     writes(pc, "window:");
     a
 }
@@ -730,7 +722,7 @@ fn waiting_full_sync(p: &Server, pc: &mut Connection) -> FakeReplica {
 /// replica, the backlog and a real replica synced by the same fork see effects only.
 #[test]
 fn delayed_diskless_sync_sends_effects_only() {
-    let (p, mut pc) = primary(ServerOptions::default());
+    let (p, mut pc) = primary(Server::builder());
     writes(&mut pc, "before:");
     let mut a = waiting_full_sync(&p, &mut pc);
     assert_eq!(
@@ -759,11 +751,11 @@ fn delayed_diskless_sync_sends_effects_only() {
 /// collecting every write: effects only. A real replica that joins later is identical.
 #[test]
 fn replica_leaving_before_its_fork_leaves_effects_only() {
-    let (p, mut pc) = primary(ServerOptions::default());
+    let (p, mut pc) = primary(Server::builder());
     writes(&mut pc, "before:");
     let a = waiting_full_sync(&p, &mut pc);
     drop(a);
-    wait_for("the replica to leave", || {
+    wait_until("the replica to leave", Duration::from_secs(60), || {
         replica_states(&mut pc).is_empty()
     });
     writes(&mut pc, "left:");
@@ -782,7 +774,7 @@ fn replica_leaving_before_its_fork_leaves_effects_only() {
 /// `redis-cli --rdb` (a snapshot only) get effects only, and so does the backlog they leave.
 #[test]
 fn sync_and_rdb_download_get_effects_only() {
-    let (p, mut pc) = primary(ServerOptions::default());
+    let (p, mut pc) = primary(Server::builder());
     writes(&mut pc, "before:");
     let mut a = FakeReplica::connect(p.port);
     a.send(&["SYNC"]);
@@ -794,7 +786,7 @@ fn sync_and_rdb_download_get_effects_only() {
     assert_applied("SYNC", &a, "sync:");
     drop(a);
 
-    let cli = std::env::var("RL_CLI").unwrap_or_else(|_| "redis-cli".into());
+    let cli = cli();
     let rdb = p.dir.join("download.rdb");
     let out = std::process::Command::new(&cli)
         .args(["-h", "127.0.0.1", "-p", &p.port.to_string(), "--rdb"])
@@ -813,12 +805,12 @@ fn sync_and_rdb_download_get_effects_only() {
 /// after) holds effects only, and loading it gives back every key as it was.
 #[test]
 fn aof_enabled_at_runtime_gets_effects_only() {
-    let (p, mut pc) = primary(ServerOptions::default());
+    let (p, mut pc) = primary(Server::builder());
     writes(&mut pc, "before:");
     set(&mut pc, "appendfsync", "always");
     set(&mut pc, "appendonly", "yes");
     writes(&mut pc, "rewrite:");
-    wait_for("the first AOF rewrite", || {
+    wait_until("the first AOF rewrite", Duration::from_secs(60), || {
         info_field(&mut pc, "persistence", "aof_enabled").as_deref() == Some("1")
             && info_field(&mut pc, "persistence", "aof_rewrite_in_progress").as_deref() == Some("0")
             && info_field(&mut pc, "persistence", "aof_rewrite_scheduled").as_deref() == Some("0")
@@ -855,7 +847,7 @@ fn aof_enabled_at_runtime_gets_effects_only() {
 /// only, and every server of the chain holds the same states.
 #[test]
 fn replica_chains_pass_effects_only() {
-    let (p, mut pc) = primary(ServerOptions::default());
+    let (p, mut pc) = primary(Server::builder());
     writes(&mut pc, "before:");
     let r1 = p.start_replica();
     let mut f = fake_psync(r1.port);
@@ -881,10 +873,7 @@ fn dual_channel_replication_gets_effects_only() {
         eprintln!("dual-channel replication: not a Valkey 8+ server, skipped");
         return;
     }
-    let dual = || ServerOptions {
-        extra: args!("--dual-channel-replication-enabled", "yes"),
-        ..Default::default()
-    };
+    let dual = || Server::builder().config("dual-channel-replication-enabled", "yes");
     let (p, mut pc) = primary(dual());
     writes(&mut pc, "before:");
     // A slow snapshot (20 ms per key): the writer's commands land while it is taken.
@@ -910,7 +899,7 @@ fn dual_channel_replication_gets_effects_only() {
     stop.store(true, Relaxed);
     let rounds = writer.join().expect("writer");
     eprintln!("dual-channel: {rounds} rounds of writes during the sync");
-    let log = std::fs::read_to_string(p.dir.join("redis.log")).unwrap_or_default();
+    let log = std::fs::read_to_string(p.log_path()).unwrap_or_default();
     assert!(
         log.to_lowercase().contains("dual channel"),
         "the sync did not use dual-channel replication:\n{}",
@@ -943,11 +932,7 @@ fn replicated_per_call(pc: &mut Connection, calls: &[Vec<String>]) -> i64 {
 /// small), and a replica, and the AOF loaded again, hold exactly the primary's state.
 #[test]
 fn large_states_replicate_operations_of_constant_size() {
-    let (p, mut pc) = primary(ServerOptions {
-        appendonly: true,
-        extra: vec!["--appendfsync".into(), "always".into()],
-        ..ServerOptions::default()
-    });
+    let (p, mut pc) = primary(Server::builder().appendonly());
     let r = p.start_replica();
     let mut rc = r.con();
     sync_replica(&mut pc, &mut rc);
@@ -1023,4 +1008,238 @@ fn large_states_replicate_operations_of_constant_size() {
     ok(&mut pc, &args!("DEBUG", "LOADAOF"));
     let again: Vec<_> = keys.iter().map(|k| digest(&mut pc, k)).collect();
     assert_eq!(again, want, "the AOF loaded again differs");
+}
+
+// -------------------------------- replicas hold the primary's state whatever their clock
+
+type Workload = fn(&mut Connection, &str) -> BTreeMap<String, Vec<String>>;
+
+/// A primary (on the test clock at T0) and two replicas on other test clocks: replica 1 a
+/// day behind, following from the start; replica 2 a week ahead, joining by a full sync
+/// after `workload(.., "a:")`. Then, 5 s later, `workload(.., "b:")` streamed to both.
+struct SkewedReplicas {
+    _servers: [Server; 3],
+    pc: Connection,
+    rc1: Connection,
+    rc2: Connection,
+    a: BTreeMap<String, Vec<String>>,
+    b: BTreeMap<String, Vec<String>>,
+}
+
+fn skewed_replicas(p: Server, workload: Workload) -> SkewedReplicas {
+    let mut pc = p.con();
+    clock_set(&mut pc, T0);
+    let r1 = p.start_replica();
+    let mut rc1 = r1.con();
+    clock_set(&mut rc1, T0 - DAY_MS);
+    let a = workload(&mut pc, "a:");
+    sync_replica(&mut pc, &mut rc1);
+    let r2 = p.start_replica();
+    let mut rc2 = r2.con();
+    clock_set(&mut rc2, T0 + 7 * DAY_MS);
+    clock_advance(&mut pc, 5_000);
+    let b = workload(&mut pc, "b:");
+    SkewedReplicas {
+        _servers: [p, r1, r2],
+        pc,
+        rc1,
+        rc2,
+        a,
+        b,
+    }
+}
+
+impl SkewedReplicas {
+    /// After both replicas caught up: every key of both workloads is on the primary, with
+    /// meaningful digests, and identical (but for `CLOCK_FIELDS`) on both replicas.
+    fn assert_identical(&mut self, algos: &[&str]) -> BTreeMap<String, Durable> {
+        sync_replica(&mut self.pc, &mut self.rc1);
+        sync_replica(&mut self.pc, &mut self.rc2);
+        let want = durable_all(&mut self.pc, CLOCK_FIELDS);
+        assert_eq!(want.len(), self.a.len() + self.b.len());
+        assert_digests_meaningful(&want, algos);
+        assert_same(
+            "replica 1 (clock a day behind)",
+            &want,
+            &durable_all(&mut self.rc1, CLOCK_FIELDS),
+        );
+        assert_same(
+            "replica 2 (clock a week ahead)",
+            &want,
+            &durable_all(&mut self.rc2, CLOCK_FIELDS),
+        );
+        want
+    }
+}
+
+#[test]
+fn replica_holds_the_primary_state_whatever_its_clock() {
+    let mut t = skewed_replicas(Server::start(), gcra_tb_sliding_workload);
+    let pc = &mut t.pc;
+    // Rule changes and a clock jump back: states re-timed by their units (a refusal under a
+    // new interval stores that), and requests decided at the keys' own time.
+    rate(pc, &args!("RL.GCRA", "a:g7", 3, 1, 60000));
+    rate(pc, &args!("RL.TOKENBUCKET", "a:t7", 3, 1, 60000));
+    rate(pc, &args!("RL.SLIDING", "a:s7", 3, 60000));
+    let back = clock_get(pc) - 3_600_000;
+    clock_set(pc, back);
+    for k in ["b:g1", "b:g6", "b:t1", "b:t6", "b:s1", "b:s6"] {
+        let mut a = t.b[k].clone();
+        a.extend(args!("COST", 1));
+        rate(pc, &a);
+    }
+    // `tokens` and `ttl_ms` depend on the reading server's clocks; all else must match.
+    let want = t.assert_identical(GCRA_TB_SLIDING);
+    let (rc1, rc2) = (&mut t.rc1, &mut t.rc2);
+
+    // The test clock is never replicated.
+    assert_eq!(clock_get(rc1), T0 - DAY_MS);
+    assert_eq!(clock_get(rc2), T0 + 7 * DAY_MS);
+
+    // `tokens` is read on each server's own clock: a week ahead the buckets are full;
+    // a day behind, the states lie ahead of its clock and read as spent (the key's own
+    // time is later than the clock).
+    for k in want.keys().filter(|k| k.contains(":t")) {
+        let m2 = info(rc2, k).unwrap();
+        assert_eq!(m2["tokens"], m2["capacity"], "{k} on replica 2: {m2:?}");
+        let m1 = info(rc1, k).unwrap();
+        assert_eq!(m1["tokens"], "0", "{k} on replica 1: {m1:?}");
+    }
+}
+
+#[test]
+fn refused_and_dry_run_requests_propagate_nothing() {
+    let p = Server::builder()
+        .config("repl-ping-replica-period", 3600)
+        .start();
+    let mut pc = p.con();
+    clock_set(&mut pc, T0);
+    let r = p.start_replica();
+    let mut rc = r.con();
+    clock_set(&mut rc, T0 + 5_000);
+    let full = [
+        args!("RL.GCRA", "full:g", 2, 1, 60000),
+        args!("RL.TOKENBUCKET", "full:t", 2, 1, 60000),
+        args!("RL.SLIDING", "full:s", 2, 60000),
+    ];
+    for a in &full {
+        rate(&mut pc, a);
+        rate(&mut pc, a);
+        assert_eq!(rate(&mut pc, a)[0], 0);
+    }
+    sync_replica(&mut pc, &mut rc);
+    let replica_before: Vec<KeySnap> = full.iter().map(|a| snap(&mut rc, &a[1])).collect();
+    assert!(replica_before.iter().all(|s| s.ktype == "ratelimit"));
+    let offset = |c: &mut Connection| info_field(c, "replication", "master_repl_offset").unwrap();
+    let o1 = offset(&mut pc);
+
+    for a in &full {
+        for extra in [
+            &[][..],
+            &["COST", "2"][..],
+            &["DRYRUN"][..],
+            &["COST", "1", "DRYRUN"][..],
+        ] {
+            let mut x = a.clone();
+            x.extend(extra.iter().map(|s| s.to_string()));
+            assert_eq!(rate(&mut pc, &x)[0], 0, "{x:?}");
+        }
+        // A peek (COST 0) writes nothing, so it propagates nothing.
+        let mut peek = a.clone();
+        peek.extend(args!("COST", 0));
+        assert_eq!(rate(&mut pc, &peek)[0], 1, "{peek:?}");
+        ok(&mut pc, &args!("RL.INFO", a[1]));
+        // A bad request is no write either.
+        let mut bad = a.clone();
+        bad.extend(args!("COST", -1));
+        err(&mut pc, &bad);
+    }
+    let fresh = [
+        args!("RL.GCRA", "new:g", 2, 1, 60000, "DRYRUN"),
+        args!("RL.TOKENBUCKET", "new:t", 2, 1, 60000, "DRYRUN"),
+        args!("RL.SLIDING", "new:s", 2, 60000, "DRYRUN"),
+    ];
+    for a in &fresh {
+        assert_eq!(rate(&mut pc, a)[0], 1);
+    }
+    ok(&mut pc, &args!("RL.CLOCK", "ADVANCE", 0));
+    ok(&mut pc, &args!("RL.CLOCK", "GET"));
+    assert_eq!(
+        offset(&mut pc),
+        o1,
+        "refused / dry-run / read-only commands fed the replication stream"
+    );
+
+    // Something real, to know the replica has seen everything before it.
+    assert_eq!(
+        rate(&mut pc, &args!("RL.GCRA", "sentinel", 2, 1, 60000))[0],
+        1
+    );
+    sync_replica(&mut pc, &mut rc);
+    assert!(exists(&mut rc, "sentinel"));
+    for a in &fresh {
+        assert!(!exists(&mut rc, &a[1]), "{} appeared on the replica", a[1]);
+        assert!(!exists(&mut pc, &a[1]), "{} appeared on the primary", a[1]);
+    }
+    for (a, before) in full.iter().zip(&replica_before) {
+        assert_eq!(
+            &snap(&mut rc, &a[1]),
+            before,
+            "{} changed on the replica",
+            a[1]
+        );
+    }
+    assert_eq!(
+        clock_get(&mut rc),
+        T0 + 5_000,
+        "the test clock was replicated"
+    );
+}
+
+#[test]
+fn replica_holds_the_new_states_whatever_its_clock() {
+    let p = Server::builder()
+        .config("repl-ping-replica-period", 3600)
+        .start();
+    let mut t = skewed_replicas(p, fixed_log_queue_lease_workload);
+    let want = t.assert_identical(FIXED_LOG_QUEUE_LEASE);
+    let (pc, probes, more) = (&mut t.pc, &t.a, &t.b);
+
+    // Refused, dry-run, stale RELEASE/RENEW and read-only calls propagate nothing.
+    let offset = |c: &mut Connection| info_field(c, "replication", "master_repl_offset").unwrap();
+    let o1 = offset(pc);
+    for (k, a) in probes.iter().chain(more.iter()) {
+        if !a.is_empty() {
+            call(pc, a);
+        }
+        ok(pc, &args!("RL.INFO", k));
+    }
+    for i in 0..6 {
+        let kf = format!("a:f{i}");
+        let full = args!("RL.FIXED", &kf, 1, HOUR);
+        assert_eq!(call(pc, &full).0[0], 0, "{full:?}");
+        let ka = format!("a:a{i}");
+        assert_eq!(lease_op(pc, &args!("RL.RELEASE", &ka, tok(1, 0))).0, 0);
+        assert_eq!(lease_op(pc, &args!("RL.RENEW", &ka, tok(1, 0), 5)).0, 0);
+    }
+    for a in [
+        args!("RL.FIXED", "new:f", 3, HOUR, "DRYRUN"),
+        args!("RL.LOG", "new:l", 3, HOUR, "DRYRUN"),
+        args!("RL.QUEUE", "new:q", 3, HOUR, "DRYRUN"),
+        args!("RL.ACQUIRE", "new:a", 3, HOUR, "DRYRUN"),
+    ] {
+        assert_eq!(call(pc, &a).0[0], 1);
+    }
+    assert_eq!(lease_op(pc, &args!("RL.RELEASE", "new:a", tok(T0, 0))).0, 0);
+    assert_eq!(
+        offset(pc),
+        o1,
+        "refused / dry-run / no-op calls were propagated"
+    );
+    assert_eq!(scan_all(pc).len(), want.len());
+    assert_same(
+        "primary after no-op calls",
+        &want,
+        &durable_all(pc, CLOCK_FIELDS),
+    );
 }

@@ -361,9 +361,7 @@ fn hot_key_admissions_are_exact_under_hundreds_of_clients() {
 /// exactly what was left.
 #[test]
 fn many_keys_admissions_never_exceed_the_limit() {
-    let server = Server::start();
-    let mut ctl = server.con();
-    clock_set(&mut ctl, T0);
+    let (server, mut ctl) = Server::at_clock(T0);
     let n = clients();
     let keys = env_num("RL_LOAD_KEYS", 100_000) as usize;
     let secs = env_num("RL_LOAD_SECONDS", 4);
@@ -519,10 +517,9 @@ fn rate_calls(prefix: &str) -> Vec<Vec<String>> {
 /// and RL.INFO still work (a client can always give a lease back).
 #[test]
 fn noeviction_oom_refuses_rate_commands_and_changes_nothing() {
-    let server = Server::start_with(ServerOptions {
-        extra: args!("--maxmemory-policy", "noeviction"),
-        ..ServerOptions::default()
-    });
+    let server = Server::builder()
+        .config("maxmemory-policy", "noeviction")
+        .start();
     let mut c = server.con();
     clock_set(&mut c, T0);
     let mut tokens = Vec::new();
@@ -619,10 +616,7 @@ fn retry_oom(c: &mut Connection, policy: &str, i: usize) {
 #[test]
 fn eviction_policies_evict_module_keys() {
     for policy in ["allkeys-lru", "allkeys-lfu", "volatile-lru", "volatile-ttl"] {
-        let server = Server::start_with(ServerOptions {
-            extra: args!("--maxmemory-policy", policy),
-            ..ServerOptions::default()
-        });
+        let server = Server::builder().config("maxmemory-policy", policy).start();
         let mut c = server.con();
         clock_set(&mut c, T0);
         let fill = |c: &mut Connection, from: usize, to: usize| {
@@ -719,9 +713,7 @@ fn as_user(server: &Server, user: &str) -> Connection {
 /// module ACL categories, `@write`, `@read`, `@fast` and the `@ratelimit` category apply.
 #[test]
 fn acl_rules_apply_to_the_module_commands() {
-    let server = Server::start();
-    let mut c = server.con();
-    clock_set(&mut c, T0);
+    let (server, mut c) = Server::at_clock(T0);
     let v = ServerVersion::of(&mut c);
     let cats = v.module_acl_categories();
     let writes: Vec<Vec<String>> = rate_calls("acl:")
@@ -874,10 +866,7 @@ fn acl_rules_apply_to_the_module_commands() {
 /// run time.
 #[test]
 fn clock_is_unusable_without_the_load_time_config() {
-    let server = Server::start_with(ServerOptions {
-        test_clock: false,
-        ..ServerOptions::default()
-    });
+    let server = Server::builder().real_clock().start();
     let mut c = server.con();
     for a in [
         args!("RL.CLOCK", "GET"),
@@ -905,9 +894,7 @@ fn clock_is_unusable_without_the_load_time_config() {
 /// inside MULTI, from a Lua script, from a function, whatever the user's permissions.
 #[test]
 fn internal_apply_cannot_be_called_by_clients() {
-    let server = Server::start();
-    let mut c = server.con();
-    clock_set(&mut c, T0);
+    let (_server, mut c) = Server::at_clock(T0);
     rate(&mut c, &args!("RL.GCRA", "k", 5, 1, 60_000));
     let before = snap(&mut c, "k");
     // A payload of the right shape: expiry 0 and garbage of a plausible length.
@@ -1127,18 +1114,14 @@ fn churn_returns_used_memory_to_where_it_started() {
     let settle = |c: &mut Connection| {
         // Every key expires within seconds (CL.THROTTLE: at most 3 s); SCAN also expires
         // what it meets, then the server's cron shrinks its tables.
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let _ = scan_all(c);
-            if int(&ok(c, &args!("DBSIZE"))) == 0 {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "keys did not expire: no TTL somewhere?"
-            );
-            thread::sleep(Duration::from_millis(200));
-        }
+        wait_until(
+            "the keys to expire (no TTL somewhere?)",
+            Duration::from_secs(60),
+            || {
+                let _ = scan_all(c);
+                int(&ok(c, &args!("DBSIZE"))) == 0
+            },
+        );
         thread::sleep(Duration::from_millis(1500));
     };
     // Warm up (allocator and table sizes), then measure from a fresh connection.
@@ -1192,9 +1175,7 @@ fn state_buf(tag: u8, fields: &[u64]) -> Vec<u8> {
 /// unloadable: the server refuses to start.
 #[test]
 fn restored_edge_states_stay_loadable_after_every_command() {
-    let server = Server::start();
-    let mut c = server.con();
-    clock_set(&mut c, T0);
+    let (_server, mut c) = Server::at_clock(T0);
     rate(&mut c, &args!("RL.GCRA", "tmpl", 5, 1, 1000));
     let Value::BulkString(d) = ok(&mut c, &args!("DUMP", "tmpl")) else {
         panic!("DUMP")

@@ -29,13 +29,6 @@ fn throttle(c: &mut Connection, a: &[String]) -> [i64; 5] {
     throttle_ttl(c, a).0
 }
 
-fn snap_all(c: &mut Connection) -> BTreeMap<String, KeySnap> {
-    scan_all(c)
-        .into_iter()
-        .map(|k| (k.clone(), snap(c, &k)))
-        .collect()
-}
-
 // ------------------------------------------------- redis-cell, reimplemented for the test
 
 /// redis-cell's GCRA (redis-cell-impl `RateLimiter::rate_limit` and the command's reply),
@@ -118,9 +111,7 @@ impl Cell {
 
 #[test]
 fn readme_sequence_twenty_calls_at_a_fixed_clock() {
-    let srv = Server::start();
-    let mut c = srv.con();
-    clock_set(&mut c, T0);
+    let (_srv, mut c) = Server::at_clock(T0);
     let a = args!("CL.THROTTLE", "user123", 15, 30, 60);
     let mut got = Vec::new();
     for i in 1..=20 {
@@ -162,9 +153,7 @@ fn readme_sequence_twenty_calls_at_a_fixed_clock() {
 
 #[test]
 fn quantity_above_the_limit_is_refused_and_writes_nothing() {
-    let srv = Server::start();
-    let mut c = srv.con();
-    clock_set(&mut c, T0);
+    let (_srv, mut c) = Server::at_clock(T0);
     // max_burst 5: limit 6, T = 1 s.
     assert_eq!(
         throttle(&mut c, &args!("CL.THROTTLE", "q", 5, 1, 1, 7)),
@@ -211,9 +200,7 @@ fn quantity_above_the_limit_is_refused_and_writes_nothing() {
 /// frozen), and the refusal writes nothing. Raising it again: the same debt, within it.
 #[test]
 fn lowering_max_burst_keeps_the_debt() {
-    let s = Server::start();
-    let mut c = s.con();
-    clock_set(&mut c, T0);
+    let (_s, mut c) = Server::at_clock(T0);
     let (r, ttl) = throttle_ttl(&mut c, &args!("CL.THROTTLE", "debt", 99, 1, 1, 100));
     assert_eq!(r, [0, 100, 0, -1, 100]);
     assert!((99_000..=100_000).contains(&ttl), "PTTL {ttl}");
@@ -241,9 +228,7 @@ fn lowering_max_burst_keeps_the_debt() {
 
 #[test]
 fn zero_and_negative_arguments_are_errors() {
-    let srv = Server::start();
-    let mut c = srv.con();
-    clock_set(&mut c, T0);
+    let (_srv, mut c) = Server::at_clock(T0);
     throttle(&mut c, &args!("CL.THROTTLE", "k", 5, 10, 60));
     let before = snap_all(&mut c);
     let pos = |n: &str| format!("ERR {n} must be a positive integer");
@@ -418,9 +403,7 @@ fn replies_and_keys_equal_redis_cells_recorded_facts() {
 
 #[test]
 fn redis_cell_string_state_is_adopted() {
-    let srv = Server::start();
-    let mut c = srv.con();
-    clock_set(&mut c, T0);
+    let (_srv, mut c) = Server::at_clock(T0);
     // redis-cell's value: the TAT in ns, 1 s ahead of now.
     let tat = T0_NS + 1_000_000_000;
     ok(&mut c, &args!("SET", "cell", tat, "PX", 1_000));
@@ -476,9 +459,7 @@ fn redis_cell_string_state_is_adopted() {
 
 #[test]
 fn other_types_get_wrongtype_and_stay_untouched() {
-    let srv = Server::start();
-    let mut c = srv.con();
-    clock_set(&mut c, T0);
+    let (_srv, mut c) = Server::at_clock(T0);
     for (k, v) in [
         ("s:text", "hello"),
         ("s:mixed", "12abc"),

@@ -1,16 +1,19 @@
 //! A deterministic workload that leaves a state of every algorithm (and of CL.THROTTLE) in
 //! varied shapes, and the helpers that read back everything durable about a key: RL.INFO,
 //! PEXPIRETIME, DEBUG DIGEST-VALUE and DRYRUN replies. Generic over the connection, so the
-//! same code runs on a plain connection and on a cluster connection.
+//! same code runs on a plain connection and on a cluster connection. Also two workloads
+//! on one server, over subsets of the algorithms, that leave the states in other shapes.
+//! Included after `mod common;` and `#[path = "support/rate.rs"] mod rate;`.
 //!
 //! The workload runs on the test clock (the caller sets it, e.g. `RL.CLOCK SET T0`) and
 //! moves it forward; every TTL it leaves is minutes long, so nothing expires while a
 //! test runs.
 #![allow(dead_code)]
 
-use crate::common::{error_text, parse_info, text};
-use redis::{ConnectionLike, Value};
-use std::collections::BTreeMap;
+use crate::common::*;
+use crate::rate::{acq, call, lease_op};
+use redis::{Connection, ConnectionLike, Value};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Runs a command that must not fail; the raw reply. Works on any connection, also a
 /// cluster connection (which follows MOVED / ASK itself).
@@ -268,3 +271,170 @@ pub fn assert_every_algorithm(label: &str, d: &BTreeMap<String, Durable>) {
         );
     }
 }
+
+// ------------------------------------------------------------- workloads on one server
+
+/// A workload over keys of RL.GCRA, RL.TOKENBUCKET and RL.SLIDING with clock moves, leaving varied states
+/// (partly spent, drained, previous-window counts, fractional rates). Long periods keep
+/// the real TTLs in minutes, so nothing expires while a test runs. Returns, per key, the
+/// arguments of a cost-1 request on it.
+pub fn gcra_tb_sliding_workload(c: &mut Connection, tag: &str) -> BTreeMap<String, Vec<String>> {
+    let mut keys = BTreeMap::new();
+    let mut req = |c: &mut Connection, a: Vec<String>, cost: i64| {
+        let mut full = a.clone();
+        full.extend(args!("COST", cost));
+        let r = rate(c, &full);
+        keys.insert(a[1].clone(), a);
+        r
+    };
+    for i in 0..8i64 {
+        for _ in 0..=i {
+            req(
+                c,
+                args!("RL.GCRA", format!("{tag}g{i}"), 10, 1 + i % 3, 60000),
+                1 + i % 4,
+            );
+            req(
+                c,
+                args!("RL.TOKENBUCKET", format!("{tag}t{i}"), 10, 1 + i % 3, 60000),
+                1 + i % 4,
+            );
+            req(
+                c,
+                args!("RL.SLIDING", format!("{tag}s{i}"), 10, 60000),
+                1 + i % 3,
+            );
+        }
+        clock_advance(c, 1_111);
+    }
+    // Into the next sliding window: previous counts become non-zero.
+    clock_advance(c, 61_000);
+    for i in (0..8i64).step_by(2) {
+        for _ in 0..2 {
+            req(
+                c,
+                args!("RL.GCRA", format!("{tag}g{i}"), 10, 1 + i % 3, 60000),
+                2,
+            );
+            req(
+                c,
+                args!("RL.TOKENBUCKET", format!("{tag}t{i}"), 10, 1 + i % 3, 60000),
+                2,
+            );
+            req(c, args!("RL.SLIDING", format!("{tag}s{i}"), 10, 60000), 2);
+        }
+    }
+    clock_advance(c, 1_234);
+    for _ in 0..4 {
+        req(c, args!("RL.GCRA", format!("{tag}gf"), 7, 3, 60000), 1);
+        req(
+            c,
+            args!("RL.TOKENBUCKET", format!("{tag}tf"), 7, 3, 60000),
+            1,
+        );
+        req(c, args!("RL.SLIDING", format!("{tag}sf"), 7, 70000), 2);
+    }
+    keys
+}
+
+/// A workload over keys of RL.FIXED, RL.LOG, RL.QUEUE, RL.ACQUIRE and CL.THROTTLE with clock moves, leaving varied states.
+/// Long windows/leases keep real TTLs in minutes to hours, so nothing expires while a
+/// test runs. Returns, per key, the arguments of a dry-run request that observes it.
+pub fn fixed_log_queue_lease_workload(
+    c: &mut Connection,
+    tag: &str,
+) -> BTreeMap<String, Vec<String>> {
+    let mut probes = BTreeMap::new();
+    let mut add = |k: String, a: Vec<String>| {
+        probes.insert(k, a);
+    };
+    for i in 0..6i64 {
+        let (kf, kl, kq, ka) = (
+            format!("{tag}f{i}"),
+            format!("{tag}l{i}"),
+            format!("{tag}q{i}"),
+            format!("{tag}a{i}"),
+        );
+        let mut tokens = Vec::new();
+        for j in 0..=i {
+            let cost = 1 + (i + j) % 3;
+            call(c, &args!("RL.FIXED", &kf, 10, HOUR, "COST", cost));
+            call(c, &args!("RL.LOG", &kl, 10, HOUR, "COST", cost));
+            call(c, &args!("RL.QUEUE", &kq, 10, 600_000, "COST", cost));
+            let (r, t) = acq(c, &args!("RL.ACQUIRE", &ka, 5, HOUR + 1_000 * j));
+            if r[0] == 1 {
+                tokens.push(t.unwrap());
+            }
+            clock_advance(c, 1_111 * (j + 1));
+        }
+        if i % 2 == 1 {
+            assert_eq!(lease_op(c, &args!("RL.RELEASE", &ka, &tokens[0])).0, 1);
+        }
+        if i >= 2 {
+            assert_eq!(
+                lease_op(c, &args!("RL.RENEW", &ka, &tokens[1], 2 * HOUR)).0,
+                1
+            );
+        }
+        add(kf.clone(), args!("RL.FIXED", kf, 10, HOUR, "DRYRUN"));
+        add(kl.clone(), args!("RL.LOG", kl, 10, HOUR, "DRYRUN"));
+        add(kq.clone(), args!("RL.QUEUE", kq, 10, 600_000, "DRYRUN"));
+        add(ka.clone(), args!("RL.ACQUIRE", ka, 5, HOUR, "DRYRUN"));
+    }
+    // CL.THROTTLE states, one adopted from redis-cell's string state.
+    let now_ns = clock_get(c) as i128 * 1_000_000;
+    let kc = format!("{tag}cell");
+    ok(c, &args!("SET", &kc, now_ns + 1_000_000_000_000));
+    let kt = format!("{tag}thr");
+    for _ in 0..3 {
+        ok(c, &args!("CL.THROTTLE", &kc, 9, 10, 3600));
+        ok(c, &args!("CL.THROTTLE", &kt, 9, 7, 3600, 2));
+    }
+    assert_eq!(key_type(c, &kc), "ratelimit");
+    for k in [kc, kt] {
+        add(k.clone(), Vec::new());
+    }
+    probes
+}
+
+/// Everything durable about every key of the database (SCAN), RL.INFO minus `skip`.
+pub fn durable_all(c: &mut Connection, skip: &[&str]) -> BTreeMap<String, Durable> {
+    let keys = scan_all(c);
+    durable_keys(c, &keys, skip)
+}
+
+/// `want` and `got` are the same keys with exactly the same durable values.
+pub fn assert_same(label: &str, want: &BTreeMap<String, Durable>, got: &BTreeMap<String, Durable>) {
+    assert_same_durable(label, want, got, 0);
+}
+
+/// The digests are real (the type's digest callback is implemented): not all zeros, and
+/// different states digest differently; and every algorithm of `algos` is among them.
+pub fn assert_digests_meaningful(d: &BTreeMap<String, Durable>, algos: &[&str]) {
+    let distinct: BTreeSet<&String> = d.values().map(|x| &x.digest).collect();
+    assert!(
+        !d.values().any(|x| x.digest.chars().all(|ch| ch == '0')),
+        "DEBUG DIGEST-VALUE is all zeros for a module key: {d:?}"
+    );
+    assert!(
+        distinct.len() > d.len() / 2,
+        "DEBUG DIGEST-VALUE hardly depends on the state: {} distinct for {} keys",
+        distinct.len(),
+        d.len()
+    );
+    for algo in algos {
+        assert!(
+            d.values()
+                .any(|x| x.info.get("algorithm").map(String::as_str) == Some(*algo)),
+            "no {algo} key in the workload"
+        );
+    }
+}
+
+/// The RL.INFO fields read on the reading server's own clock.
+pub const CLOCK_FIELDS: &[&str] = &["tokens", "ttl_ms"];
+
+/// The algorithms of `gcra_tb_sliding_workload`.
+pub const GCRA_TB_SLIDING: &[&str] = &["gcra", "tokenbucket", "sliding"];
+/// The algorithms of `fixed_log_queue_lease_workload` (CL.THROTTLE's state is a gcra).
+pub const FIXED_LOG_QUEUE_LEASE: &[&str] = &["fixed", "log", "queue", "concurrency", "gcra"];

@@ -1,22 +1,13 @@
 //! A real cluster of primaries on 127.0.0.1, created with `redis-cli --cluster create`, every
 //! node its own process and directory with the module (and the test clock) loaded.
 //!
-//! Needs `#[path = "support/node.rs"] mod node;` beside it.
+//! `RL_CLI` names the redis-cli binary.
 #![allow(dead_code)]
 
-use crate::common::{error_text, info_field, text};
-use crate::node::Node;
+use super::{cli, error_text, info_field, text, wait_until, Server};
 use redis::{Connection, ConnectionLike, Value};
 use std::process::Command;
-use std::thread;
-use std::time::{Duration, Instant};
-
-pub fn cli() -> String {
-    match std::env::var("RL_CLI") {
-        Ok(s) if !s.is_empty() => s,
-        _ => "redis-cli".to_string(),
-    }
-}
+use std::time::Duration;
 
 /// `Ok` when `redis-cli --cluster` can be used, else why not.
 pub fn cluster_cli_available() -> Result<(), String> {
@@ -63,7 +54,7 @@ pub fn key_slot(key: &str) -> u16 {
 }
 
 pub struct Cluster {
-    pub nodes: Vec<Node>,
+    pub nodes: Vec<Server>,
     pub ids: Vec<String>,
 }
 
@@ -78,9 +69,11 @@ fn cmd(c: &mut Connection, a: &[&str]) -> Value {
 impl Cluster {
     /// `n` primaries, all 16384 slots assigned, every node agreeing on the map.
     pub fn start(n: usize) -> Cluster {
-        let nodes: Vec<Node> = (0..n).map(|_| Node::start_cluster(&[])).collect();
+        let nodes: Vec<Server> = (0..n)
+            .map(|_| Server::builder().cluster().start())
+            .collect();
         let mut args: Vec<String> = vec!["--cluster".into(), "create".into()];
-        args.extend(nodes.iter().map(Node::addr));
+        args.extend(nodes.iter().map(Server::addr));
         args.push("--cluster-yes".into());
         let out = Command::new(cli())
             .args(&args)
@@ -104,26 +97,29 @@ impl Cluster {
 
     /// Until every node says cluster_state:ok and they all agree on every slot's owner.
     pub fn wait_stable(&self) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
+        wait_until("the cluster to settle", Duration::from_secs(30), || {
             let ok = self
                 .nodes
                 .iter()
                 .all(|nd| info_cluster(&mut nd.con(), "cluster_state").as_deref() == Some("ok"));
-            if ok {
-                let maps: Vec<Vec<usize>> = (0..self.nodes.len())
-                    .map(|i| self.slot_map_seen_by(i))
-                    .collect();
-                if maps
-                    .iter()
-                    .all(|m| m == &maps[0] && m.iter().all(|&o| o != usize::MAX))
-                {
-                    return;
-                }
+            if !ok {
+                return false;
             }
-            assert!(Instant::now() < deadline, "the cluster did not settle");
-            thread::sleep(Duration::from_millis(50));
-        }
+            let maps: Vec<Vec<usize>> = (0..self.nodes.len())
+                .map(|i| self.slot_map_seen_by(i))
+                .collect();
+            maps.iter()
+                .all(|m| m == &maps[0] && m.iter().all(|&o| o != usize::MAX))
+        });
+    }
+
+    /// Until every node agrees that node `owner` owns `slot`.
+    pub fn wait_owner(&self, slot: u16, owner: usize) {
+        wait_until(
+            &format!("the nodes to agree that slot {slot} moved"),
+            Duration::from_secs(30),
+            || (0..self.nodes.len()).all(|i| self.slot_map_seen_by(i)[slot as usize] == owner),
+        );
     }
 
     /// Slot -> index of the owning node, as node `i` sees it (usize::MAX: unassigned).
