@@ -45,6 +45,8 @@ trap 'rm -rf "$tmp"' EXIT
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 cli() { redis-cli -p "$port" "$@"; }
 bench() { redis-benchmark -p "$port" -c 1 -P 16 -q "$@" >/dev/null 2>&1; }
+# The fill: one call at a time (a pipeline would send whole pipelines: more than L calls).
+fill() { redis-benchmark -p "$port" -c 1 -P 1 -q "$@" >/dev/null 2>&1; }
 
 measure() { # L case
   local l=$1 case=$2 cg="$tmp/cg.out"
@@ -58,14 +60,14 @@ measure() { # L case
   case $case in
     lua)
       sha=$(cli SCRIPT LOAD "$(cat bench/lua/concurrency.lua)")
-      bench -n "$l" EVALSHA "$sha" 1 k "$l" 3600000 ;;
-    dryrun|granted) bench -n "$l" RL.ACQUIRE g $((l + 64)) 3600000 ;;
-    *) bench -n "$l" RL.ACQUIRE k "$l" 3600000 ;;
+      fill -n "$l" EVALSHA "$sha" 1 k "$l" 3600000 ;;
+    dryrun|granted) fill -n "$l" RL.ACQUIRE g $((l + 64)) 3600000 ;;
+    *) fill -n "$l" RL.ACQUIRE k "$l" 3600000 ;;
   esac
   local held
   if [ "$case" = lua ]; then held=$(cli ZCARD k); else held=$(cli RL.INFO "$( [[ $case == dryrun || $case == granted ]] && echo g || echo k )" | awk 'p {print; exit} /^leases$/ {p=1}'); fi
   [ "$held" = "$l" ] || echo "lease_scale: $case at $l: the key holds $held leases" >&2
-  callgrind_control -z "$pid" >/dev/null
+  callgrind_control -z "$pid" >/dev/null 2>&1
   case $case in
     refused) bench -n "$N" RL.ACQUIRE k "$l" 3600000 ;;
     dryrun) bench -n "$N" RL.ACQUIRE g $((l + 64)) 3600000 DRYRUN ;;
@@ -76,9 +78,21 @@ measure() { # L case
   esac
   cli shutdown nosave >/dev/null 2>&1 || true
   wait "$pid" 2>/dev/null || true
-  local total
-  total=$(callgrind_annotate "$cg" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1; exit}')
-  echo $(( total / N ))
+  # The whole call, and (after a slash) the algorithm's own function, inclusive.
+  local fn=
+  case $case in
+    refused|dryrun|granted) fn='Leases::acquire' ;;
+    release) fn='Leases::release' ;;
+    renew) fn='Leases::renew' ;;
+  esac
+  local ann total algo=
+  ann=$(callgrind_annotate --inclusive=yes "$cg" 2>/dev/null)
+  total=$(awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1; exit}' <<<"$ann")
+  if [ -n "$fn" ]; then
+    algo=$(awk -v f="lease::$fn " 'index($0, f) {gsub(",", "", $1); print $1; exit}' <<<"$ann")
+    algo=/$(( ${algo:-0} / N ))
+  fi
+  echo "$(( total / N ))$algo"
 }
 
 memory() {
@@ -120,10 +134,11 @@ return 0"
 }
 if [ "${cases[*]}" = memory ]; then memory; exit 0; fi
 
-printf '%-10s' "leases"; for c in "${cases[@]}"; do printf '%12s' "$c"; done; echo
+printf '%-8s' "leases"; for c in "${cases[@]}"; do printf '%16s' "$c"; done; echo
 for l in "${sizes[@]}"; do
-  printf '%-10s' "$l"
-  for c in "${cases[@]}"; do printf '%12s' "$(measure "$l" "$c")"; done
+  printf '%-8s' "$l"
+  for c in "${cases[@]}"; do printf '%16s' "$(measure "$l" "$c")"; done
   echo
 done
-echo "(instructions per call, callgrind, N=$N, $(redis-server --version | awk '{print $3}'), module $MODULE)"
+echo "(instructions per call / of which the algorithm's function, callgrind, N=$N,"
+echo " $(redis-server --version | awk '{print $3}'), module $MODULE)"

@@ -337,12 +337,16 @@ impl Node {
 /// tokens).
 type Key = (u64, Token, u32);
 
-/// A treap priority from the token (splitmix64's finaliser).
+/// A treap priority: the token hashed with keys drawn at random once per process. Only the
+/// tree's shape depends on it, never a reply or a stored byte; a key of the process's own
+/// makes the shape unpredictable, so not even a crafted RESTORE payload (which chooses
+/// every token and expiry) can line the priorities up with the expiries and make the
+/// tree a deep path.
 fn prio(t: Token) -> u32 {
-    let mut z = t.ms.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ t.seq;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    (z ^ (z >> 31)) as u32
+    use std::hash::BuildHasher;
+    static KEYS: std::sync::OnceLock<std::hash::RandomState> = std::sync::OnceLock::new();
+    KEYS.get_or_init(std::hash::RandomState::new)
+        .hash_one((t.ms, t.seq)) as u32
 }
 
 /// The large form (see the module documentation).
@@ -434,9 +438,10 @@ impl Large {
 
     /// Puts node `x` (unlinked) into the subtree `t`; returns the new subtree.
     fn insert_at(&mut self, t: u32, x: u32) -> u32 {
-        let (Some(n), Some(xn), Some(kt), Some(kx)) =
-            (self.node(t), self.node(x), self.key(t), self.key(x))
-        else {
+        let (Some(xn), Some(kx)) = (self.node(x), self.key(x)) else {
+            return t;
+        };
+        let (Some(n), Some(kt)) = (self.node(t), self.key(t)) else {
             self.link(x, NIL, NIL);
             return x;
         };
