@@ -53,7 +53,7 @@ measure() { # L case
   rm -f "$cg"
   valgrind --tool=callgrind --callgrind-out-file="$cg" --toggle-collect=call \
     redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$tmp" \
-    --loadmodule "$MODULE" >"$tmp/server.log" 2>&1 &
+    --loadmodule "$MODULE" acquire-max-limit 1000000 >"$tmp/server.log" 2>&1 &
   local pid=$!
   for _ in $(seq 1 150); do cli ping >/dev/null 2>&1 && break; sleep 0.2; done
   local sha=

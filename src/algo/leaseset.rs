@@ -613,15 +613,25 @@ impl Large {
         }
         let (gone, kept) = self.split(self.root, (at_us.saturating_add(1), Token::default(), 0));
         self.root = kept;
-        // The expired subtree's nodes become tombstones.
-        let mut stack = vec![gone];
-        while let Some(t) = stack.pop() {
-            let Some(n) = self.nodes.get_mut(t as usize) else {
-                continue;
-            };
-            stack.extend([n.l, n.r]);
-            (n.l, n.r, n.size) = (NIL, NIL, 0);
-            self.dead += 1;
+        // The expired subtree's nodes become tombstones: a walk that rotates each left
+        // child up until there is none, then drops the node (O(k), no stack).
+        let mut t = gone;
+        while let Some(&Node { l, r, .. }) = self.node(t) {
+            if let Some(&Node { r: lr, .. }) = self.node(l) {
+                if let Some(n) = self.nodes.get_mut(t as usize) {
+                    n.l = lr;
+                }
+                if let Some(n) = self.nodes.get_mut(l as usize) {
+                    n.r = t;
+                }
+                t = l;
+            } else {
+                if let Some(n) = self.nodes.get_mut(t as usize) {
+                    (n.l, n.r, n.size) = (NIL, NIL, 0);
+                }
+                self.dead += 1;
+                t = r;
+            }
         }
         self.compact();
     }
