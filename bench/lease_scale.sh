@@ -86,7 +86,7 @@ measure() { # L case
     renew) fn='Leases::renew' ;;
   esac
   local ann total algo=
-  ann=$(callgrind_annotate --inclusive=yes "$cg" 2>/dev/null)
+  ann=$(callgrind_annotate --inclusive=yes --threshold=100 "$cg" 2>/dev/null)
   total=$(awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1; exit}' <<<"$ann")
   if [ -n "$fn" ]; then
     algo=$(awk -v f="lease::$fn " 'index($0, f) {gsub(",", "", $1); print $1; exit}' <<<"$ann")
