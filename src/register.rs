@@ -227,7 +227,7 @@ fn table() -> [Command; 14] {
             Some(rm::entry::<CAcquire>),
             -4,
             c"Concurrency limit: acquires a lease of lease_ms if fewer than limit are held",
-            c"O(N) where N is the number of leases held",
+            c"O(log N) where N is the number of leases held",
             &[
                 Arg::Key(c"key"),
                 Arg::Int(c"limit"),
@@ -243,7 +243,7 @@ fn table() -> [Command; 14] {
             keys: Keys::Update,
             acl: c"write fast",
             summary: c"Releases a lease acquired with RL.ACQUIRE",
-            complexity: c"O(N) where N is the number of leases held",
+            complexity: c"O(log N) where N is the number of leases held",
             args: &[Arg::Key(c"key"), Arg::Str(c"token")],
         },
         Command {
@@ -254,7 +254,7 @@ fn table() -> [Command; 14] {
             keys: Keys::Update,
             acl: c"write fast",
             summary: c"Extends a lease acquired with RL.ACQUIRE to now + lease_ms",
-            complexity: c"O(N) where N is the number of leases held",
+            complexity: c"O(log N) where N is the number of leases held",
             args: &[Arg::Key(c"key"), Arg::Str(c"token"), Arg::Int(c"lease_ms")],
         },
         rate(

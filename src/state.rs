@@ -372,7 +372,8 @@ impl State {
                 ] {
                     e.push(f);
                 }
-                for l in &s.leases {
+                // Token order: deterministic, whatever the store's form.
+                for l in s.leases.iter() {
                     for f in [l.expiry_us, l.token.ms, l.token.seq] {
                         e.push(f);
                     }
@@ -485,7 +486,7 @@ impl State {
                     return Err(DecodeError("bad lease horizon or token"));
                 }
                 let n = r.count(3)?;
-                let mut leases = Vec::new();
+                let mut leases = Vec::with_capacity(n as usize);
                 for _ in 0..n {
                     let expiry_us = r.u64()?;
                     let token = lease::Token {
@@ -497,6 +498,9 @@ impl State {
                     }
                     leases.push(lease::Lease { expiry_us, token });
                 }
+                // Any order (earlier encoders wrote the leases as they were held).
+                let leases =
+                    lease::LeaseSet::from_leases(leases).ok_or(DecodeError("bad entry count"))?;
                 State::Concurrency(Box::new(LeaseState {
                     limit,
                     leases: lease::Leases {
@@ -521,8 +525,7 @@ impl State {
             + match self {
                 State::Log(l) => l.log.entries().heap_bytes(),
                 State::Concurrency(c) => {
-                    std::mem::size_of::<LeaseState>()
-                        + c.leases.leases.capacity() * std::mem::size_of::<lease::Lease>()
+                    std::mem::size_of::<LeaseState>() + c.leases.leases.heap_bytes()
                 }
                 State::Blocked(b) => std::mem::size_of::<u64>() + b.state.mem_usage(),
                 _ => 0,
@@ -567,13 +570,14 @@ mod tests {
             },
             horizon_us: 1_700_000_050_000_000,
             max_lease_ms: 10_000,
-            leases: vec![lease::Lease {
+            leases: lease::LeaseSet::from_leases(vec![lease::Lease {
                 expiry_us: 1_700_000_050_000_000,
                 token: lease::Token {
                     ms: 1_700_000_040_000,
                     seq: 0,
                 },
-            }],
+            }])
+            .unwrap(),
         };
         vec![
             State::Gcra(bucket()),
@@ -657,6 +661,43 @@ mod tests {
             assert_eq!(split_payload(&p), Ok((None, s)));
         }
         assert!(split_payload(&[0; 7]).is_err());
+    }
+
+    #[test]
+    fn leases_decode_in_any_order_and_encode_in_token_order() {
+        // (expiry_us, token_ms, token_seq), as an earlier encoder may have held them.
+        let held = [(9, 5, 2), (7, 5, 0), (8, 4, 9)];
+        let payload = |leases: &[(u64, u64, u64)]| {
+            let mut v = vec![ENCODING_VERSION, 7];
+            for f in [3, 10, 5, 2, 20_000, leases.len() as u64] {
+                v.extend_from_slice(&f.to_le_bytes());
+            }
+            for &(e, ms, seq) in leases {
+                for f in [e * 1000, ms, seq] {
+                    v.extend_from_slice(&f.to_le_bytes());
+                }
+            }
+            v
+        };
+        let s = State::decode(&payload(&held)).unwrap();
+        let sorted = payload(&[(8, 4, 9), (7, 5, 0), (9, 5, 2)]);
+        assert_eq!(s.encode().as_slice(), sorted);
+        assert_eq!(State::decode(&sorted), Ok(s));
+    }
+
+    #[test]
+    fn many_leases_round_trip() {
+        let p = lease::Params::new(1_000, 60_000).unwrap();
+        let mut leases = lease::Leases::default();
+        for i in 0..300 {
+            leases.acquire(&p, 1_700_000_040_000_000 + i * 700, true);
+        }
+        let s = State::Concurrency(Box::new(LeaseState {
+            limit: 1_000,
+            leases,
+        }));
+        assert_eq!(State::decode(s.encode().as_slice()), Ok(s.clone()));
+        assert!(s.mem_usage() > 300 * 44);
     }
 
     #[test]

@@ -12,6 +12,7 @@
 //! ones are granted and renewed, on the key's time; replies and the TTL count from the real
 //! now. Nothing is clamped, and a refused ACQUIRE writes nothing.
 
+pub use super::leaseset::LeaseSet;
 use super::{div_ceil, positive, sat_u64, span, Decision, ParamError, US_PER_MS};
 
 /// A fencing token: ordered by ms, then seq.
@@ -74,8 +75,10 @@ pub struct Leases {
     pub horizon_us: u64,
     /// The longest lease ever granted or renewed, ms (informational: RL.INFO shows it).
     pub max_lease_ms: u64,
-    /// Leases, possibly including expired ones not yet purged.
-    pub leases: Vec<Lease>,
+    /// Leases, possibly including expired ones not yet purged (a write purges them; a
+    /// refused or dry-run ACQUIRE writes nothing). Every question below is O(log n) in
+    /// them, whatever number has expired ([`LeaseSet`]).
+    pub leases: LeaseSet,
 }
 
 /// The largest token time a state may hold (the codec refuses more): twice the latest module
@@ -97,34 +100,30 @@ impl Leases {
         now_us.max(self.last.ms.saturating_mul(US_PER_MS))
     }
 
-    /// Expiries of the leases live at the effective instant `at_us`.
-    fn live(&self, at_us: u64) -> impl Iterator<Item = (usize, u64)> + '_ {
-        self.leases
-            .iter()
-            .enumerate()
-            .map(|(i, l)| (i, l.expiry_us))
-            .filter(move |&(_, e)| e > at_us)
-    }
-
-    /// Drops leases expired at `at_us` and recomputes the horizon (only when writing).
+    /// Drops leases expired at `at_us` and recomputes the horizon (only when writing):
+    /// O(log n + purged), each lease purged once.
     fn purge(&mut self, at_us: u64) {
-        self.leases.retain(|l| l.expiry_us > at_us);
-        let last = self.leases.iter().map(|l| l.expiry_us).max().unwrap_or(0);
+        self.leases.purge(at_us);
+        let last = self.leases.last_expiry().unwrap_or(0);
         let after_token = self.last.ms.saturating_add(1).saturating_mul(US_PER_MS);
         self.horizon_us = last.max(after_token);
     }
 
     /// ms from `now_us` until the key is back to fresh (its TTL), as of the effective
-    /// instant `at_us`.
+    /// instant `at_us`: O(log n).
     fn reset_after_ms(&self, at_us: u64, now_us: u64) -> u64 {
-        let last = self.live(at_us).map(|(_, e)| e).max().unwrap_or(0);
+        let last = self
+            .leases
+            .last_expiry()
+            .filter(|&e| e > at_us)
+            .unwrap_or(0);
         ms_until(last.max(self.horizon_us), now_us)
     }
 
     /// `RL.ACQUIRE`: grants a lease if fewer than `limit` are live, as of the effective now.
     /// Returns the decision, the token granted (or that would be granted, with `commit`
     /// false), and whether the state changed (granted, when `commit`); a refusal changes
-    /// nothing.
+    /// nothing. O(log n) reading; a grant adds the purge, amortised O(1) per lease.
     pub fn acquire(
         &mut self,
         p: &Params,
@@ -132,9 +131,9 @@ impl Leases {
         commit: bool,
     ) -> (Decision, Option<Token>, bool) {
         let at = self.effective_us(now_us);
-        let live = self.live(at).count() as u64;
+        let live = self.leases.count_live(at);
         if live >= p.limit {
-            let first = self.live(at).map(|(_, e)| e).min().unwrap_or(at);
+            let first = self.leases.first_live(at).unwrap_or(at);
             let d = Decision {
                 allowed: false,
                 limit: p.limit,
@@ -164,11 +163,7 @@ impl Leases {
             ms_until(expiry.max(self.horizon_us), now_us).max(self.reset_after_ms(at, now_us));
         if commit {
             self.purge(at);
-            if self.leases.is_empty() {
-                // A key's first lease: no room for growth it may never need.
-                self.leases.reserve_exact(1);
-            }
-            self.leases.push(Lease {
+            self.leases.insert(Lease {
                 expiry_us: expiry,
                 token,
             });
@@ -186,45 +181,38 @@ impl Leases {
         (d, Some(token), commit)
     }
 
-    fn find(&self, token: Token, at_us: u64) -> Option<usize> {
-        self.live(at_us)
-            .find(|&(i, _)| self.leases.get(i).is_some_and(|l| l.token == token))
-            .map(|(i, _)| i)
-    }
-
     /// `RL.RELEASE`: ends the live lease with `token`; false (and no change) if none.
+    /// O(log n) (and the purge).
     pub fn release(&mut self, token: Token, now_us: u64) -> bool {
         let at = self.effective_us(now_us);
-        let Some(i) = self.find(token, at) else {
+        if self.leases.live_expiry(token, at).is_none() {
             return false;
-        };
-        self.leases.swap_remove(i);
+        }
+        self.leases.remove(token);
         self.purge(at);
         true
     }
 
     /// `RL.RENEW`: sets the live lease's expiry to `lease_ms` after the effective now; false
-    /// if none.
+    /// if none. O(log n) (and the purge).
     pub fn renew(&mut self, token: Token, lease_ms: u64, now_us: u64) -> bool {
         let at = self.effective_us(now_us);
-        let Some(i) = self.find(token, at) else {
+        if self.leases.live_expiry(token, at).is_none() {
             return false;
-        };
-        let expiry = at.saturating_add(lease_ms.saturating_mul(US_PER_MS));
-        if let Some(l) = self.leases.get_mut(i) {
-            l.expiry_us = expiry;
         }
+        let expiry = at.saturating_add(lease_ms.saturating_mul(US_PER_MS));
+        self.leases.set_expiry(token, expiry);
         self.max_lease_ms = self.max_lease_ms.max(lease_ms);
         self.purge(at);
         true
     }
 
-    /// Live leases at `now_us` (as of the effective now).
+    /// Live leases at `now_us` (as of the effective now). O(log n).
     pub fn live_count(&self, now_us: u64) -> u64 {
-        self.live(self.effective_us(now_us)).count() as u64
+        self.leases.count_live(self.effective_us(now_us))
     }
 
-    /// TTL after a RELEASE or RENEW at `now_us`.
+    /// TTL after a RELEASE or RENEW at `now_us`. O(log n).
     pub fn ttl_ms(&self, now_us: u64) -> u64 {
         self.reset_after_ms(self.effective_us(now_us), now_us)
     }
@@ -236,6 +224,162 @@ mod tests {
     use proptest::prelude::*;
 
     const T0: u64 = 1_700_000_040_000_000;
+
+    /// The leases as they were kept before [`LeaseSet`]: a plain vector, every question a
+    /// scan. The store must decide, reply and hold exactly what this one does.
+    #[derive(Debug, Clone, PartialEq, Eq, Default)]
+    struct Reference {
+        /// The last token granted.
+        last: Token,
+        /// The instant the key may vanish, µs: the last live lease's expiry, and never before
+        /// the ms after the last token's.
+        horizon_us: u64,
+        /// The longest lease ever granted or renewed, ms (informational: RL.INFO shows it).
+        max_lease_ms: u64,
+        /// Leases, possibly including expired ones not yet purged.
+        leases: Vec<Lease>,
+    }
+
+    impl Reference {
+        /// The effective now: never before the last token's ms (the key's own time: every
+        /// acquisition's token carries it).
+        #[inline]
+        fn effective_us(&self, now_us: u64) -> u64 {
+            now_us.max(self.last.ms.saturating_mul(US_PER_MS))
+        }
+
+        /// Expiries of the leases live at the effective instant `at_us`.
+        fn live(&self, at_us: u64) -> impl Iterator<Item = (usize, u64)> + '_ {
+            self.leases
+                .iter()
+                .enumerate()
+                .map(|(i, l)| (i, l.expiry_us))
+                .filter(move |&(_, e)| e > at_us)
+        }
+
+        /// Drops leases expired at `at_us` and recomputes the horizon (only when writing).
+        fn purge(&mut self, at_us: u64) {
+            self.leases.retain(|l| l.expiry_us > at_us);
+            let last = self.leases.iter().map(|l| l.expiry_us).max().unwrap_or(0);
+            let after_token = self.last.ms.saturating_add(1).saturating_mul(US_PER_MS);
+            self.horizon_us = last.max(after_token);
+        }
+
+        /// ms from `now_us` until the key is back to fresh (its TTL), as of the effective
+        /// instant `at_us`.
+        fn reset_after_ms(&self, at_us: u64, now_us: u64) -> u64 {
+            let last = self.live(at_us).map(|(_, e)| e).max().unwrap_or(0);
+            ms_until(last.max(self.horizon_us), now_us)
+        }
+
+        /// `RL.ACQUIRE`: grants a lease if fewer than `limit` are live, as of the effective now.
+        /// Returns the decision, the token granted (or that would be granted, with `commit`
+        /// false), and whether the state changed (granted, when `commit`); a refusal changes
+        /// nothing.
+        fn acquire(
+            &mut self,
+            p: &Params,
+            now_us: u64,
+            commit: bool,
+        ) -> (Decision, Option<Token>, bool) {
+            let at = self.effective_us(now_us);
+            let live = self.live(at).count() as u64;
+            if live >= p.limit {
+                let first = self.live(at).map(|(_, e)| e).min().unwrap_or(at);
+                let d = Decision {
+                    allowed: false,
+                    limit: p.limit,
+                    remaining: 0,
+                    retry_after_ms: ms_until(first, now_us).max(1),
+                    reset_after_ms: self.reset_after_ms(at, now_us),
+                };
+                return (d, None, false);
+            }
+            let at_ms = at / US_PER_MS;
+            let token = if at_ms > self.last.ms {
+                Token { ms: at_ms, seq: 0 }
+            } else if self.last.seq < u64::MAX {
+                Token {
+                    ms: self.last.ms,
+                    seq: self.last.seq + 1,
+                }
+            } else {
+                // 2^64 tokens in one ms: move to the next ms rather than repeat a token.
+                Token {
+                    ms: self.last.ms.saturating_add(1).min(MAX_TOKEN_MS),
+                    seq: 0,
+                }
+            };
+            let expiry = at.saturating_add(p.lease_ms.saturating_mul(US_PER_MS));
+            let reset =
+                ms_until(expiry.max(self.horizon_us), now_us).max(self.reset_after_ms(at, now_us));
+            if commit {
+                self.purge(at);
+                if self.leases.is_empty() {
+                    // A key's first lease: no room for growth it may never need.
+                    self.leases.reserve_exact(1);
+                }
+                self.leases.push(Lease {
+                    expiry_us: expiry,
+                    token,
+                });
+                self.last = token;
+                self.horizon_us = self.horizon_us.max(expiry);
+                self.max_lease_ms = self.max_lease_ms.max(p.lease_ms);
+            }
+            let d = Decision {
+                allowed: true,
+                limit: p.limit,
+                remaining: p.limit - live - 1,
+                retry_after_ms: 0,
+                reset_after_ms: reset,
+            };
+            (d, Some(token), commit)
+        }
+
+        fn find(&self, token: Token, at_us: u64) -> Option<usize> {
+            self.live(at_us)
+                .find(|&(i, _)| self.leases.get(i).is_some_and(|l| l.token == token))
+                .map(|(i, _)| i)
+        }
+
+        /// `RL.RELEASE`: ends the live lease with `token`; false (and no change) if none.
+        fn release(&mut self, token: Token, now_us: u64) -> bool {
+            let at = self.effective_us(now_us);
+            let Some(i) = self.find(token, at) else {
+                return false;
+            };
+            self.leases.swap_remove(i);
+            self.purge(at);
+            true
+        }
+
+        /// `RL.RENEW`: sets the live lease's expiry to `lease_ms` after the effective now; false
+        /// if none.
+        fn renew(&mut self, token: Token, lease_ms: u64, now_us: u64) -> bool {
+            let at = self.effective_us(now_us);
+            let Some(i) = self.find(token, at) else {
+                return false;
+            };
+            let expiry = at.saturating_add(lease_ms.saturating_mul(US_PER_MS));
+            if let Some(l) = self.leases.get_mut(i) {
+                l.expiry_us = expiry;
+            }
+            self.max_lease_ms = self.max_lease_ms.max(lease_ms);
+            self.purge(at);
+            true
+        }
+
+        /// Live leases at `now_us` (as of the effective now).
+        fn live_count(&self, now_us: u64) -> u64 {
+            self.live(self.effective_us(now_us)).count() as u64
+        }
+
+        /// TTL after a RELEASE or RENEW at `now_us`.
+        fn ttl_ms(&self, now_us: u64) -> u64 {
+            self.reset_after_ms(self.effective_us(now_us), now_us)
+        }
+    }
 
     #[test]
     fn limit_release_expiry_renew() {
@@ -329,6 +473,57 @@ mod tests {
         assert!(d.allowed && tok.unwrap() > t);
     }
 
+    /// The leases a store holds, in token order.
+    fn held(s: &Leases) -> Vec<Lease> {
+        s.leases.iter().collect()
+    }
+
+    fn reference_held(r: &Reference) -> Vec<Lease> {
+        let mut v = r.leases.clone();
+        v.sort_by_key(|l| l.token);
+        v
+    }
+
+    #[test]
+    fn grows_past_the_small_form_and_back() {
+        let p = Params::new(1_000, 60_000).unwrap();
+        let mut s = Leases::default();
+        let mut toks = vec![];
+        for i in 0..600u64 {
+            toks.push(s.acquire(&p, T0 + i * 10, true).1.unwrap());
+        }
+        assert_eq!(s.live_count(T0 + 6_000), 600);
+        assert!(s.leases.is_large());
+        let large = s.leases.heap_bytes();
+        assert!((600 * 44..=2 * 600 * 44 + 64).contains(&large), "{large}");
+        for t in &toks[..590] {
+            assert!(s.release(*t, T0 + 6_000));
+        }
+        assert_eq!(s.leases.len(), 10);
+        // Back in the small form: 16 bytes a lease, in room for at most twice as many.
+        assert!(!s.leases.is_large());
+        assert!(
+            s.leases.heap_bytes() <= 2 * 160,
+            "{}",
+            s.leases.heap_bytes()
+        );
+        assert_eq!(
+            held(&s).iter().map(|l| l.token).collect::<Vec<_>>(),
+            toks[590..]
+        );
+    }
+
+    #[test]
+    fn small_form_is_sixteen_bytes_a_lease() {
+        let p = Params::new(100, 60_000).unwrap();
+        let mut s = Leases::default();
+        for i in 0..10u64 {
+            s.acquire(&p, T0 + i, true);
+        }
+        assert_eq!(s.leases.heap_bytes(), 160);
+        assert!(std::mem::size_of::<Leases>() <= 56);
+    }
+
     proptest! {
         /// Whatever the clock does: (a) never more than `limit` leases live in the key's own
         /// time (the latest effective now, which never goes back); tokens strictly increase;
@@ -414,6 +609,84 @@ mod tests {
                 let live_at_key_time = model.iter().filter(|m| m.1 > key_time).count() as u64;
                 prop_assert!(live_at_key_time <= limit);
                 prop_assert!(s.live_count(now) <= limit);
+            }
+        }
+
+        /// The store and the plain vector it replaced decide, reply and hold exactly the
+        /// same over any sequence of ACQUIRE (and DRYRUN), RELEASE and RENEW, with the clock
+        /// jumping back and forth, lease lengths and limits changing (a limit lowered under
+        /// the leases held), sizes on both sides of the small form's and tokens whose seq
+        /// does not fit it.
+        #[test]
+        fn same_as_a_plain_vector(
+            limits in prop::collection::vec(prop_oneof![1u64..6, 1u64..300], 1..4),
+            acquire_weight in 4u64..10,
+            seq0 in prop_oneof![Just(0u64), Just((1 << 19) - 3), Just(u64::MAX - 2)],
+            steps in prop::collection::vec((
+                0u64..10,
+                prop_oneof![
+                    6 => -500_000i64..2_000_000,
+                    2 => 0i64..2_000,
+                    1 => -60_000_000i64..-1_000_000,
+                    1 => 1_000_000i64..60_000_000,
+                ],
+                prop_oneof![1u64..5_000, 1u64..200_000, 100_000u64..10_000_000],
+                0usize..1000,
+                0usize..4,
+            ), 1..600),
+        ) {
+            let mut s = Leases::default();
+            let mut r = Reference::default();
+            if seq0 > 0 {
+                // A key whose own time is ahead, its last token's seq near a bound.
+                let last = Token { ms: T0 / 1000 + 5_000, seq: seq0 };
+                s.last = last;
+                r.last = last;
+            }
+            let mut now = T0 as i64;
+            let mut granted: Vec<Token> = vec![];
+            for (op, dt, lease_ms, pick, li) in steps {
+                now += dt;
+                let now = now as u64;
+                let limit = limits.get(li % limits.len()).copied().unwrap_or(1);
+                let p = Params::new(limit, lease_ms).unwrap();
+                let pick = granted.get(pick % granted.len().max(1)).copied();
+                let release = acquire_weight + (10 - acquire_weight) / 2;
+                match (op, pick) {
+                    (op, _) if op < acquire_weight => {
+                        let commit = op != 0;
+                        let got = s.acquire(&p, now, commit);
+                        prop_assert_eq!(got, r.acquire(&p, now, commit));
+                        if let (Some(t), true) = (got.1, commit) {
+                            granted.push(t);
+                        }
+                    }
+                    (_, None) => {
+                        let commit = op != 0;
+                        let got = s.acquire(&p, now, commit);
+                        prop_assert_eq!(got, r.acquire(&p, now, commit));
+                        if let (Some(t), true) = (got.1, commit) {
+                            granted.push(t);
+                        }
+                    }
+                    (op, Some(t)) if op < release => {
+                        prop_assert_eq!(s.release(t, now), r.release(t, now));
+                    }
+                    (_, Some(t)) => {
+                        prop_assert_eq!(s.renew(t, lease_ms, now), r.renew(t, lease_ms, now));
+                    }
+                }
+                prop_assert_eq!(s.ttl_ms(now), r.ttl_ms(now));
+                prop_assert_eq!(s.live_count(now), r.live_count(now));
+                prop_assert_eq!(
+                    (s.last, s.horizon_us, s.max_lease_ms),
+                    (r.last, r.horizon_us, r.max_lease_ms)
+                );
+                prop_assert_eq!(held(&s), reference_held(&r));
+                prop_assert_eq!(s.leases.len(), r.leases.len());
+                // A store rebuilt from its leases (a decoded state) is the same store.
+                let rebuilt = LeaseSet::from_leases(held(&s)).unwrap();
+                prop_assert_eq!(&rebuilt, &s.leases);
             }
         }
     }

@@ -10,6 +10,7 @@
 pub mod cell;
 pub mod gcra;
 pub mod lease;
+pub mod leaseset;
 pub mod log;
 pub mod slot;
 pub mod stamps;
