@@ -7,8 +7,44 @@ use crate::rm::{self, RStr};
 use crate::rule::{Ask, Request};
 
 /// A signed 64-bit integer argument, parsed exactly like Redis parses integers.
+#[inline]
 pub fn int(s: &RStr) -> Result<i64, Error> {
-    rm::to_i64(s).ok_or(Error::Static(NOT_INTEGER))
+    parse_i64(rm::bytes(s)).ok_or(Error::Static(NOT_INTEGER))
+}
+
+/// Parses a signed 64-bit integer exactly as Redis's `string2ll` does (what
+/// `RedisModule_StringToLongLong` and Redis's own commands use): optional `-`, then digits
+/// without a leading zero (but `0` itself), nothing else, at most 20 bytes, in range. Done
+/// here on the argument's bytes: a third of the instructions of the API call.
+#[inline]
+pub fn parse_i64(b: &[u8]) -> Option<i64> {
+    if b.is_empty() || b.len() > 20 {
+        return None;
+    }
+    if b == b"0" {
+        return Some(0);
+    }
+    let (negative, digits) = match b.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, b),
+    };
+    let (&first, rest) = digits.split_first()?;
+    if !(b'1'..=b'9').contains(&first) {
+        return None;
+    }
+    let mut v = u64::from(first - b'0');
+    for &d in rest {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+    }
+    if negative {
+        // Down to i64::MIN, whose magnitude is 2^63.
+        (v <= 1 << 63).then(|| 0i64.wrapping_sub_unsigned(v))
+    } else {
+        i64::try_from(v).ok()
+    }
 }
 
 /// An integer argument that must be at least 1.
@@ -203,4 +239,66 @@ pub fn leading_options(
         dryrun,
     };
     Ok((opts, i))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_i64;
+    use proptest::prelude::*;
+
+    /// Redis's `string2ll`, as its rules read: the reference for [`parse_i64`].
+    fn reference(b: &[u8]) -> Option<i64> {
+        let s = std::str::from_utf8(b).ok()?;
+        let digits = s.strip_prefix('-').unwrap_or(s);
+        let well_formed = !digits.is_empty()
+            && digits.bytes().all(|d| d.is_ascii_digit())
+            && (s == "0" || !digits.starts_with('0'))
+            && b.len() <= 20;
+        if !well_formed {
+            return None;
+        }
+        s.parse().ok()
+    }
+
+    #[test]
+    fn integers_as_redis_reads_them() {
+        for (s, want) in [
+            ("0", Some(0)),
+            ("1", Some(1)),
+            ("-1", Some(-1)),
+            ("3600000", Some(3_600_000)),
+            ("9223372036854775807", Some(i64::MAX)),
+            ("-9223372036854775808", Some(i64::MIN)),
+            ("9223372036854775808", None),
+            ("-9223372036854775809", None),
+            ("18446744073709551616", None),
+            ("", None),
+            ("-", None),
+            ("-0", None),
+            ("00", None),
+            ("01", None),
+            ("+1", None),
+            (" 1", None),
+            ("1 ", None),
+            ("1e3", None),
+            ("0x10", None),
+            ("1.0", None),
+        ] {
+            assert_eq!(parse_i64(s.as_bytes()), want, "{s:?}");
+            assert_eq!(reference(s.as_bytes()), want, "{s:?}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn same_as_string2ll(
+            s in prop_oneof![
+                "-?[0-9]{1,21}",
+                "[-+ 0-9a]{0,22}",
+                any::<i64>().prop_map(|v| v.to_string()),
+            ],
+        ) {
+            prop_assert_eq!(parse_i64(s.as_bytes()), reference(s.as_bytes()));
+        }
+    }
 }

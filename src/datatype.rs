@@ -154,6 +154,7 @@ fn count_bits(p: &window::Params) -> u32 {
 }
 
 /// GCRA payload: the TAT in µs, if it is a whole number of them below 2^53.
+#[inline]
 fn bucket_payload(b: &Bucket) -> Option<u64> {
     if b.tat.frac != 0 || !b.tat.ns.is_multiple_of(1000) {
         return None;
@@ -197,6 +198,7 @@ fn window_payload(w: &Window, fixed: bool) -> Option<u64> {
 }
 
 /// The packed word for `s`, if it can be packed exactly.
+#[inline]
 fn pack(s: &State) -> Option<usize> {
     if usize::BITS < 64 {
         return None;
@@ -226,6 +228,7 @@ fn pack(s: &State) -> Option<usize> {
 }
 
 /// A packed word: `payload` (53 bits), the rule index, the algorithm tag, low bit 1.
+#[inline]
 fn word(tag: u64, rule: usize, payload: u64) -> Option<u64> {
     let rule = u64::try_from(rule).ok().filter(|&r| fits(r, 7))?;
     if !fits(payload, PAYLOAD_BITS) {
@@ -235,6 +238,7 @@ fn word(tag: u64, rule: usize, payload: u64) -> Option<u64> {
 }
 
 /// The tag, rule index and payload of a packed word.
+#[inline]
 fn fields(w: u64) -> Option<(u64, usize, u64)> {
     let rule = usize::try_from(low(w >> RULE_SHIFT, 7)).ok()?;
     Some(((w >> TAG_SHIFT) & TAG_MASK, rule, w >> PAYLOAD_SHIFT))
@@ -317,6 +321,7 @@ pub fn unpack_pair(pair: [u64; 2]) -> Option<State> {
 }
 
 /// The state a packed word stands for (None for a word no `pack` could have produced).
+#[inline]
 pub fn unpack(w: usize) -> Option<State> {
     let (tag, rule, payload) = fields(u64::try_from(w).ok()?)?;
     match tag {
@@ -366,6 +371,7 @@ pub fn unpack(w: usize) -> Option<State> {
 
 /// The value to hand to Redis for `s`: packed into the word when possible, else into a
 /// pair of words, else a box.
+#[inline]
 pub fn value_of(s: State) -> Owned {
     if let Some(w) = pack(&s).and_then(Owned::word) {
         return w;
@@ -420,6 +426,7 @@ pub enum Pending {
 
 impl Held<'_> {
     /// Finishes a change of the held state: in place when it can be, else what is left.
+    #[inline]
     pub fn to_store(self) -> Pending {
         match self {
             Held::Boxed(_) => Pending::Done,
@@ -448,6 +455,7 @@ impl Held<'_> {
 }
 
 /// Stores what [`Held::to_store`] (or a fresh key's [`Pending::Set`]) left to store.
+#[inline]
 pub fn finish(key: &mut Key, p: Pending) -> bool {
     match p {
         Pending::Done => true,
@@ -467,6 +475,7 @@ pub enum Slot<'a> {
 }
 
 /// Looks at an open key.
+#[inline]
 pub fn slot(key: &mut Key) -> Slot<'_> {
     match key.kind() {
         raw::REDISMODULE_KEYTYPE_EMPTY => Slot::Empty,

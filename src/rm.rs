@@ -96,11 +96,6 @@ pub fn bytes(s: &RStr) -> &[u8] {
     unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) }
 }
 
-/// Parses a Redis string as a signed 64-bit integer, exactly as Redis does.
-pub fn to_i64(s: &RStr) -> Option<i64> {
-    let mut v: std::ffi::c_longlong = 0;
-    (api!(RedisModule_StringToLongLong(s.0, &mut v) else ERR) == OK).then_some(v)
-}
 pub fn reply_i64(ctx: Ctx, v: i64) {
     api!(RedisModule_ReplyWithLongLong(ctx, v) else ERR);
 }

@@ -407,6 +407,7 @@ impl Rule {
     /// and `commit`, updates `s` in place under this rule's parameters; a refusal or a dry
     /// run changes nothing (but for a GCRA-family state re-timed under another emission
     /// interval, which a committed refusal stores).
+    #[inline]
     fn spend(&self, s: &mut State, cost: u64, now_us: u64, commit: bool) -> Outcome {
         let commit = commit && cost > 0;
         let mut extra = Extra::None;

@@ -228,6 +228,7 @@ pub fn view_ns(s: Stored, p: &Params, t_ns: u64, now_us: u64) -> (u64, bool) {
 /// now. Returns the decision and the TAT to store (under `p`): the new one when admitted;
 /// on a refusal nothing, unless the state was written under another emission interval: then
 /// the re-timed one (see the module documentation).
+#[inline]
 pub fn decide(s: Option<Stored>, p: &Params, cost: u64, now_us: u64) -> (Decision, Option<Tat>) {
     let t = p.t();
     let tau = p.tau();

@@ -134,7 +134,10 @@ fn parse(args: &[RStr]) -> Result<(Vec<Item<'_>>, bool), Error> {
 
 /// Answers a key-position request (`getkeys-api`): the keys are arguments 2..2+numkeys.
 fn key_positions(ctx: Ctx, args: &[RStr]) {
-    let n = args.get(1).and_then(rm::to_i64).unwrap_or(0);
+    let n = args
+        .get(1)
+        .and_then(|a| crate::args::int(a).ok())
+        .unwrap_or(0);
     let n = usize::try_from(n)
         .unwrap_or(0)
         .min(args.len().saturating_sub(2));
