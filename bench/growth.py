@@ -51,6 +51,7 @@ Writes the tables to stdout and to bench/results/growth.txt (growth-quick.txt wi
 
 import argparse
 import collections
+import copy
 import datetime
 import os
 import shutil
@@ -110,6 +111,9 @@ class Row:
     def got(self, i, reply):
         pass
 
+    def attach(self, conn):
+        """Another server now holds the key (loaded from an RDB)."""
+
     def size(self, conn):
         """Entries or leases the key holds (must stay at the limit)."""
         info = conn.call("RL.INFO", self.key)
@@ -162,6 +166,10 @@ class LuaRow(Row):
     def __init__(self, limit, conn):
         super().__init__(limit, conn)
         self.sha = conn.call("SCRIPT", "LOAD", lua_clocked(self.script))
+
+    def attach(self, conn):
+        if conn.call("SCRIPT", "LOAD", lua_clocked(self.script)) != self.sha:
+            die("SCRIPT LOAD gave another sha")
 
     def steps(self, i):
         now_us = (T0_MS + i * self.step_ms) * 1000
@@ -297,17 +305,18 @@ def fill(conn, row, drv):
         die(f"{row.name} at {row.limit}: the key holds {got} after the fill, not {row.limit}")
 
 
-# --------------------------------------------------------------------------- instructions
+# --------------------------------------------------------------------------- measuring
 
 
 class Callgrind:
-    def __init__(self, workdir, module, name):
+    """A redis-server under callgrind, instrumenting nothing until `callgrind_control -i on`."""
+
+    def __init__(self, workdir, name, argv):
         self.out = Path(workdir) / name
         self.out.mkdir(parents=True, exist_ok=True)
         vg = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--toggle-collect=call",
               f"--callgrind-out-file={self.out}/cg.%p"]
-        self.srv = Proc(["--appendonly", "no", "--auto-aof-rewrite-percentage", "0",
-                         *module_args(module)], workdir, name + "-server", valgrind=vg)
+        self.srv = Proc(argv, workdir, name + "-server", valgrind=vg)
         self.pid = self.srv.proc.pid
         self.dumps = 0
 
@@ -330,70 +339,88 @@ class Callgrind:
         die(f"no totals in {path}")
 
 
-def instr_case(workdir, module, cls, limit, n):
-    cg = Callgrind(workdir, module, f"cg-{cls.name_id}-{limit}")
-    try:
-        c = cg.srv.conn
-        row = cls(limit, c)
-        drv = Driver(c, row)
-        fill(c, row, drv)
-        cg.ctl("-i", "on")
-        drv.run(WARM)
-        off = cg.count(lambda: drv.run(n))
-        clock = 0
-        if row.clock:
-            clock = cg.count(lambda: drv.clock_only(n))
-            c.call("RL.CLOCK", "ADVANCE", -n * row.step_ms)  # back: the steady state goes on
-        aof_on(c, "everysec")
-        drv.run(WARM)
-        on = cg.count(lambda: drv.run(n))
-        if row.size(c) != limit:
-            die(f"{row.name} at {limit}: the key left its steady state")
-        return (off - clock) / n, (on - clock) / n, clock / n
-    finally:
-        cg.srv.stop()
+PRIMARY = ["--appendonly", "no", "--auto-aof-rewrite-percentage", "0",
+           "--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0",
+           "--repl-ping-replica-period", "3600", "--client-output-buffer-limit", "replica 0 0 0"]
 
 
-# --------------------------------------------------------------------------- bytes
-
-
-def bytes_case(workdir, module, cls, limit, n):
-    name = f"bytes-{cls.name_id}-{limit}"
-    prim = Proc(["--appendonly", "no", "--auto-aof-rewrite-percentage", "0",
-                 "--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0",
-                 "--repl-ping-replica-period", "3600",
-                 "--client-output-buffer-limit", "replica 0 0 0",
-                 *module_args(module)], workdir, name + "-primary")
+def measure(workdir, module, cls, limit, n, n_instr, do_bytes, do_instr):
+    """One row at one limit: the fill and the bytes on a native primary with a replica, then
+    the primary's RDB loaded into a redis-server under callgrind, which carries on from the
+    same state and clock (so the fill never runs under valgrind)."""
+    res = {}
+    name = f"{cls.name_id}-{limit}"
+    prim = Proc([*PRIMARY, *module_args(module)], workdir, name + "-primary")
     rep = None
     try:
         c = prim.conn
         row = cls(limit, c)
         drv = Driver(c, row)
         fill(c, row, drv)
-        aof_on(c, "always")
-        rep = Proc(["--appendonly", "no", "--replicaof", "127.0.0.1", str(prim.port),
-                    "--loadmodule", str(module)], workdir, name + "-replica")
+        # The state the callgrind server starts from: saved before any replica or AOF (an
+        # RDB written with a replication backlog would give its loader one, which costs every
+        # propagated command), with the driver where it stood.
+        clock_ms = c.call("RL.CLOCK", "GET")
+        c.call("SAVE")
+        saved = copy.deepcopy(row), drv.i
+        if do_bytes:
+            aof_on(c, "always")
+            rep = Proc(["--appendonly", "no", "--replicaof", "127.0.0.1", str(prim.port),
+                        "--loadmodule", str(module)], workdir, name + "-replica")
 
-        def synced():
-            r = rep.conn.info("replication")
-            return (r.get("master_link_status") == "up"
-                    and r.get("master_repl_offset") == c.info("replication").get("master_repl_offset"))
-        wait_for("the replica's sync", synced)
-        drv.run(WARM)  # the first writes after a sync or a rewrite also carry a SELECT
-        wait_for("the replica", synced)
-        off0 = int(c.info("replication")["master_repl_offset"])
-        aof0 = int(c.info("persistence")["aof_current_size"])
-        drv.run(n)
-        wait_for("the replica", synced)
-        off1 = int(c.info("replication")["master_repl_offset"])
-        aof1 = int(c.info("persistence")["aof_current_size"])
-        if row.size(rep.conn) != limit or row.size(c) != limit:
-            die(f"{row.name} at {limit}: the replica or the primary left the steady state")
-        return (off1 - off0) / n, (aof1 - aof0) / n
+            def synced():
+                r = rep.conn.info("replication")
+                return (r.get("master_link_status") == "up"
+                        and r.get("master_repl_offset") == c.info("replication").get("master_repl_offset"))
+            wait_for("the replica's sync", synced)
+            drv.run(WARM)  # the first writes after a sync or a rewrite also carry a SELECT
+            wait_for("the replica", synced)
+            off0 = int(c.info("replication")["master_repl_offset"])
+            aof0 = int(c.info("persistence")["aof_current_size"])
+            drv.run(n)
+            wait_for("the replica", synced)
+            off1 = int(c.info("replication")["master_repl_offset"])
+            aof1 = int(c.info("persistence")["aof_current_size"])
+            if row.size(rep.conn) != limit or row.size(c) != limit:
+                die(f"{row.name} at {limit}: the replica or the primary left the steady state")
+            res["repl"], res["aof"] = (off1 - off0) / n, (aof1 - aof0) / n
     finally:
         if rep:
             rep.stop()
         prim.stop()
+    if not do_instr:
+        return res
+    srv_dir = Path(workdir) / f"cg-{name}-server"  # Proc's directory for that name
+    srv_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(prim.dir / "dump.rdb", srv_dir / "dump.rdb")
+    (prim.dir / "dump.rdb").unlink()
+    cg = Callgrind(workdir, "cg-" + name, ["--appendonly", "no", "--auto-aof-rewrite-percentage", "0",
+                                           "--dbfilename", "dump.rdb", *module_args(module)])
+    try:
+        c = cg.srv.conn
+        c.call("RL.CLOCK", "SET", clock_ms)
+        row = saved[0]
+        row.attach(c)
+        drv = Driver(c, row)
+        drv.i = saved[1]
+        if row.size(c) != limit:
+            die(f"{row.name} at {limit}: the RDB did not bring the key back")
+        cg.ctl("-i", "on")
+        drv.run(WARM)
+        off = cg.count(lambda: drv.run(n_instr))
+        clock = 0
+        if row.clock:
+            clock = cg.count(lambda: drv.clock_only(n_instr))
+            c.call("RL.CLOCK", "ADVANCE", -n_instr * row.step_ms)  # back: the steady state goes on
+        aof_on(c, "everysec")
+        drv.run(WARM)
+        on = cg.count(lambda: drv.run(n_instr))
+        if row.size(c) != limit:
+            die(f"{row.name} at {limit}: the key left its steady state")
+        res["off"], res["on"], res["clock"] = (off - clock) / n_instr, (on - clock) / n_instr, clock / n_instr
+        return res
+    finally:
+        cg.srv.stop()
 
 
 # --------------------------------------------------------------------------- report
@@ -426,6 +453,12 @@ def report(results, rows, limits, meta):
                 cells.append(f"{a[f] / b[f]:.2f}" if a.get(f) and b.get(f) else "-")
             L.append(f"| {cls.name} | " + " | ".join(cells) + " |")
     return "\n".join(L)
+
+
+def n_instr(n, limit):
+    """Iterations under callgrind: N up to limit 1,000, fewer above (at 10,000 a call costs up
+    to a million instructions today); the counts are deterministic, so 100 suffice."""
+    return max(100, n * 1000 // max(limit, 1000))
 
 
 def main():
@@ -462,10 +495,8 @@ def main():
             for lim in limits:
                 t = time.time()
                 r = results[(cls.name_id, lim)]
-                if not args.no_bytes:
-                    r["repl"], r["aof"] = bytes_case(work, mod_copy, cls, lim, n)
-                if not args.no_instr:
-                    r["off"], r["on"], r["clock"] = instr_case(work, mod_copy, cls, lim, n)
+                r.update(measure(work, mod_copy, cls, lim, n, n_instr(n, lim),
+                                 not args.no_bytes, not args.no_instr))
                 log(f"    {cls.name} at {lim:,}: " + ", ".join(f"{k} {v:,.1f}" for k, v in r.items())
                     + f" ({time.time() - t:.0f} s)")
     finally:

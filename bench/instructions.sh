@@ -13,6 +13,7 @@
 #   bash bench/instructions.sh gcra incr       # only the cases whose name contains a word
 #   CELL_SO=/path/libredis_cell.so bash bench/instructions.sh   # adds redis-cell's CL.THROTTLE
 #   N=5000 bash bench/instructions.sh          # fewer calls per case (make bench QUICK=1)
+#   OUT=file bash bench/instructions.sh        # the table into another file
 #
 # The floor row is bench/floor/floor.c (see there): what the module API forces on a rate
 # command; xfloor is each row against it, xSETPX against Redis's own SET with PX (INCR,
@@ -23,7 +24,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODULE=${MODULE:-$PWD/target/release/libredis_ratelimit.so}
-OUT=bench/results/instructions.txt
+OUT=${OUT:-bench/results/instructions.txt}
 N=${N:-20000}
 KEYS=${KEYS:-1000}
 
