@@ -16,6 +16,10 @@ where every measured call is admitted and the key stays at L entries or leases:
 - lua log / lua acquire: bench/lua/log.lua and concurrency.lua (EVALSHA), with their one
   redis.call('TIME') replaced by the time passed as the first argument (a wrapper, a few
   hundred instructions), driven like RL.LOG and RL.ACQUIRE above (now += 3600000 / L ms).
+- lua ZREM + concurrency.lua (pair): as the module's pair, the release being a ZREM of the
+  token (the script's time moves 1 us per iteration: its tokens are `<now>-<set size>`).
+  concurrency.lua PEXPIREs only when the key's PTTL, on the server's real clock, fell below
+  the lease: its bytes per request vary a little with the speed of the run.
 The test clock (`test-clock yes`, RL.CLOCK SET to a fixed instant first) makes every run
 identical; windows and leases of an hour mean that no key expires by the server's clock
 during a slow valgrind run. The log's 32-bit offsets are rebased (O(L)) about once every
@@ -112,7 +116,7 @@ class Row:
         if not isinstance(reply, list) or reply[0] != 1:
             raise RespError(f"{' '.join(map(str, argv))}: not admitted: {reply!r}")
 
-    def got(self, i, reply):
+    def got(self, i, argv, reply):
         pass
 
     def attach(self, conn):
@@ -142,28 +146,31 @@ class AcquireRow(ModuleClocked):
 
 
 class PairRow(Row):
-    name, name_id = "RL.RELEASE + RL.ACQUIRE (pair)", "pair"
-    batch_max = None  # a pipeline batch must not exceed the limit (tokens come back late)
+    name, name_id, release = "RL.RELEASE + RL.ACQUIRE (pair)", "pair", "RL.RELEASE"
 
     def __init__(self, limit, conn):
         super().__init__(limit, conn)
         self.tokens = {}
 
+    def acquire(self, i):
+        return ["RL.ACQUIRE", self.key, self.limit, HOUR_MS]
+
     def steps(self, i):
-        acq = (["RL.ACQUIRE", self.key, self.limit, HOUR_MS], True)
+        acq = (self.acquire(i), True)
         if i < self.limit:
             return [acq]
-        return [(["RL.RELEASE", self.key, self.tokens.pop(i - self.limit)], True), acq]
+        return [([self.release, self.key, self.tokens.pop(i - self.limit)], True), acq]
 
     def check(self, argv, reply):
-        if argv[0] == "RL.RELEASE":
+        if argv[0] == self.release:
             if reply != 1:
-                raise RespError(f"RL.RELEASE {argv[2]}: {reply!r}")
+                raise RespError(f"{argv[0]} {argv[2]}: {reply!r}")
         else:
             super().check(argv, reply)
 
-    def got(self, i, reply):
-        self.tokens[i] = reply[5]
+    def got(self, i, argv, reply):
+        if argv[0] != self.release:
+            self.tokens[i] = reply[5]
 
 
 class LuaRow(Row):
@@ -191,7 +198,16 @@ class LuaAcquireRow(LuaRow):
     name, name_id, script = "lua acquire (concurrency.lua)", "lua-acquire", "concurrency"
 
 
-ROWS = [LogRow, LuaLogRow, AcquireRow, LuaAcquireRow, PairRow]
+class LuaPairRow(PairRow, LuaRow):
+    """ZREM of the oldest lease + concurrency.lua; its clock moves 1 us per iteration (its
+    tokens are `<now>-<set size>`, unique only while the set grows within one microsecond)."""
+    name, name_id, release, script = "lua ZREM + concurrency.lua (pair)", "lua-pair", "ZREM", "concurrency"
+
+    def acquire(self, i):
+        return ["EVALSHA", self.sha, 1, self.key, T0_MS * 1000 + i, self.limit, HOUR_MS]
+
+
+ROWS = [LogRow, LuaLogRow, AcquireRow, LuaAcquireRow, PairRow, LuaPairRow]
 
 
 class Driver:
@@ -202,7 +218,7 @@ class Driver:
 
     def run(self, count, batch=64):
         if isinstance(self.row, PairRow):
-            batch = min(batch, self.row.limit)
+            batch = min(batch, self.row.limit)  # a release needs the token of L iterations ago
         end = self.i + count
         while self.i < end:
             n = min(batch, end - self.i)
@@ -214,8 +230,7 @@ class Driver:
                 reply = self.conn.read()
                 if measured:
                     self.row.check(argv, reply)
-                    if argv[0] == "RL.ACQUIRE":
-                        self.row.got(j, reply)
+                    self.row.got(j, argv, reply)
             self.i += n
 
     def clock_only(self, count, batch=64):
