@@ -134,21 +134,22 @@ compare: build
 # the Lua scripts of bench/lua/ (admitted and refused path), redis-cell's CL.THROTTLE when
 # CELL_SO=/path/libredis_cell.so is given; memory per caller on Redis 7.0 and Valkey 9;
 # then bench/instructions.sh and bench/growth.py, whose tables end the report.
-# About 20 min on 2 idle cores; `make bench QUICK=1` about 8.
+# Measured on this 2-core machine shared with other work (load 8 to 16): 39 min, of which
+# memory 19, timings 10, instructions 6.5, growth 3.5; `make bench QUICK=1` 15 min.
 # Writes bench/results/<date>-<server>.{txt,json}, bench.png, instructions.txt, growth.txt
 # (QUICK: -quick suffixes).
 QUICK_FLAG = $(if $(filter-out 0 no,$(QUICK)), --quick)
 CELL_FLAG  = $(if $(CELL_SO), --cell-so $(CELL_SO))
 
 # Instructions per call under callgrind, each command vs INCR, SET PX, the floor and its Lua
-# script: stable on a noisy machine (~2 min). Writes bench/results/instructions.txt.
+# script: stable on a noisy machine (~6 min here under load). Writes bench/results/instructions.txt.
 .PHONY: instructions
 instructions: build
 	CELL_SO="$(CELL_SO)" bash bench/instructions.sh
 
 # The growth table (issue 15): RL.LOG and RL.ACQUIRE at limits 10, 100, 1,000, 10,000 against
 # the Lua scripts: instructions per call with the AOF off and on, bytes replicated and
-# appended to the AOF per request (~8 min; QUICK=1 ~5). Writes bench/results/growth.txt.
+# appended to the AOF per request (~3.5 min, QUICK=1 as long). Writes bench/results/growth.txt.
 .PHONY: growth
 growth: build
 	python3 bench/growth.py$(QUICK_FLAG)

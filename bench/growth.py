@@ -50,8 +50,8 @@ Columns:
 - The second table: each figure at 10,000 divided by the same figure at 100 (issue 15's
   target: at most 2, and replicated bytes per request constant).
 
-  python3 bench/growth.py                  # everything (about 6 minutes on 2 cores)
-  python3 bench/growth.py --quick          # fewer iterations (N 200 instead of 1000)
+  python3 bench/growth.py                  # everything (3.5 min on 2 loaded cores)
+  python3 bench/growth.py --quick          # N 200 instead of 1000 (as long: fills dominate)
   python3 bench/growth.py --limits 10,100 --rows log,lua-log --no-instr
 
 Writes the tables to stdout and to bench/results/growth.txt (growth-quick.txt with --quick).
@@ -521,7 +521,9 @@ def main():
     finally:
         shutil.rmtree(work, ignore_errors=True)
     head = git("rev-parse", "--short=12", "HEAD") or "?"
-    meta = (f"redis {server}, git {head}, {n} measured iterations per figure, "
+    big = [lim for lim in limits if n_instr(n, lim) != n]
+    meta = (f"redis {server}, git {head}, {n} measured iterations per figure"
+            + "".join(f" ({n_instr(n, lim)} under callgrind at {lim:,})" for lim in big) + ", "
             f"{datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}")
     text = report(results, rows, limits, meta)
     clocks = sorted({round(r["clock"]) for r in results.values() if r.get("clock")})
