@@ -40,8 +40,9 @@ help:
 	@echo "make valkey-test  build, then the integration tests and redis-cli suite against Valkey 9.1.2 only"
 	@echo "make clients-test   build, then the Python and Node client packages' suites"
 	@echo "make examples-test  build, then only the examples' suites (scripts/examples-test.sh)"
-	@echo "make bench      build, then the benchmark (bench/bench.py; QUICK=1 for a short run)"
-	@echo "make instructions  build, then instructions per call under callgrind (bench/instructions.sh)"
+	@echo "make bench      build, then the benchmark: timings, memory, instructions, growth (bench/bench.py; QUICK=1 short, CELL_SO=/path/libredis_cell.so adds redis-cell)"
+	@echo "make instructions  build, then instructions per call under callgrind (bench/instructions.sh; CELL_SO as for bench)"
+	@echo "make growth     build, then the growth table: RL.LOG/RL.ACQUIRE at limits 10..10,000, AOF, replica (bench/growth.py)"
 	@echo "make fuzz       build, then libFuzzer on the pure layers + the command fuzzer (FUZZ_SECONDS=$(FUZZ_SECONDS) each)"
 	@echo "make fuzz-ci    the short libFuzzer run for CI (8 s per target)"
 	@echo "make valgrind   the module under valgrind in redis-server, driven by the tests; long churn run"
@@ -128,20 +129,35 @@ compare: build
 	@echo "==> compare: $(CARGO) run --release --example compare"
 	$(CARGO) run --release --example compare
 
-# Benchmark (issue 5): its own redis-server on a free 127.0.0.1 port; INCR, SET, every RL.*
-# rate command, CL.THROTTLE and the Lua scripts of bench/lua/ (admitted and refused path),
-# memory per caller on Redis 7.0 and Valkey 9. ~10 min; `make bench QUICK=1` takes ~3.
-# Writes bench/results/<date>-<server>.{txt,json} and bench/results/bench.png.
-# Instructions per call under callgrind, each command vs INCR and vs its Lua script: stable
-# on a noisy machine (~2 min). Writes bench/results/instructions.txt.
+# Benchmark (issues 5 and 15): its own redis-server on a free 127.0.0.1 port; INCR, SET,
+# SET PX, the floor module (bench/floor/floor.c), every RL.* rate command, CL.THROTTLE and
+# the Lua scripts of bench/lua/ (admitted and refused path), redis-cell's CL.THROTTLE when
+# CELL_SO=/path/libredis_cell.so is given; memory per caller on Redis 7.0 and Valkey 9;
+# then bench/instructions.sh and bench/growth.py, whose tables end the report.
+# Measured on this 2-core machine shared with other work (load 8 to 16): 39 min, of which
+# memory 19, timings 10, instructions 6.5, growth 3.5; `make bench QUICK=1` 15 min.
+# Writes bench/results/<date>-<server>.{txt,json}, bench.png, instructions.txt, growth.txt
+# (QUICK: -quick suffixes).
+QUICK_FLAG = $(if $(filter-out 0 no,$(QUICK)), --quick)
+CELL_FLAG  = $(if $(CELL_SO), --cell-so $(CELL_SO))
+
+# Instructions per call under callgrind, each command vs INCR, SET PX, the floor and its Lua
+# script: stable on a noisy machine (~6 min here under load). Writes bench/results/instructions.txt.
 .PHONY: instructions
 instructions: build
-	bash bench/instructions.sh
+	CELL_SO="$(CELL_SO)" bash bench/instructions.sh
+
+# The growth table (issue 15): RL.LOG and RL.ACQUIRE at limits 10, 100, 1,000, 10,000 against
+# the Lua scripts: instructions per call with the AOF off and on, bytes replicated and
+# appended to the AOF per request (~3.5 min, QUICK=1 as long). Writes bench/results/growth.txt.
+.PHONY: growth
+growth: build
+	python3 bench/growth.py$(QUICK_FLAG)
 
 .PHONY: bench
 bench: build
-	@echo "==> bench: python3 bench/bench.py$(if $(filter-out 0 no,$(QUICK)), --quick)"
-	python3 bench/bench.py$(if $(filter-out 0 no,$(QUICK)), --quick)
+	@echo "==> bench: python3 bench/bench.py$(QUICK_FLAG)$(CELL_FLAG)"
+	python3 bench/bench.py$(QUICK_FLAG)$(CELL_FLAG)
 
 # Fuzzing (issue 6). `make fuzz`: every libFuzzer target of fuzz/ (scripts/fuzz.sh: state
 # codec, lease tokens, algorithms, CL.THROTTLE) for FUZZ_SECONDS each, then the command

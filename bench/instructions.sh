@@ -11,15 +11,20 @@
 #
 #   bash bench/instructions.sh                 # every case
 #   bash bench/instructions.sh gcra incr       # only the cases whose name contains a word
+#   CELL_SO=/path/libredis_cell.so bash bench/instructions.sh   # adds redis-cell's CL.THROTTLE
+#   N=5000 bash bench/instructions.sh          # fewer calls per case (make bench QUICK=1)
+#   OUT=file bash bench/instructions.sh        # the table into another file
 #
 # The floor row is bench/floor/floor.c (see there): what the module API forces on a rate
-# command; xfloor is each row against it.
+# command; xfloor is each row against it, xSETPX against Redis's own SET with PX (INCR,
+# SET PX and the floor are always measured). The redis-cell row (only with CELL_SO) runs
+# redis-cell's module in a server of its own: this module registers CL.THROTTLE too.
 #
 # Writes the table to stdout and to bench/results/instructions.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODULE=${MODULE:-$PWD/target/release/libredis_ratelimit.so}
-OUT=bench/results/instructions.txt
+OUT=${OUT:-bench/results/instructions.txt}
 N=${N:-20000}
 KEYS=${KEYS:-1000}
 
@@ -34,14 +39,18 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 # The floor (bench/floor/floor.c): what the module API forces on a rate command, built
-# against the redismodule.h that the redis-module crate ships.
-header=$(find "${CARGO_HOME:-$HOME/.cargo}/registry/src" -path '*redis-module-2.0.8/src/include/redismodule.h' 2>/dev/null | head -1)
+# against the redismodule.h that the redis-module crate ships (bench/floor/build.sh).
 FLOOR_SO=
-if [ -n "$header" ] && cc -O2 -fPIC -shared -std=gnu99 -I"$(dirname "$header")" \
-    -o "$tmp/floor.so" bench/floor/floor.c 2>"$tmp/floor.log"; then
+if bash bench/floor/build.sh "$tmp/floor.so" 2>"$tmp/floor.log"; then
   FLOOR_SO=$tmp/floor.so
 else
-  echo "==> instructions: floor module not built (no redismodule.h or no cc), floor row skipped" >&2
+  echo "==> instructions: floor module not built ($(cat "$tmp/floor.log")), floor row skipped" >&2
+fi
+# redis-cell itself, when CELL_SO=/path/libredis_cell.so is given: its CL.THROTTLE in a
+# server of its own (this module also registers CL.THROTTLE).
+CELL_SO=${CELL_SO:-}
+if [ -n "$CELL_SO" ] && [ ! -f "$CELL_SO" ]; then
+  echo "instructions: CELL_SO=$CELL_SO does not exist" >&2; exit 1
 fi
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 
@@ -57,6 +66,7 @@ CASES=(
   "RL.FIXED|RL.FIXED b:__rand_int__ 1000 3600000"
   "RL.QUEUE|RL.QUEUE b:__rand_int__ 1000 3600000"
   "CL.THROTTLE|CL.THROTTLE b:__rand_int__ 999 1 3600"
+  "cell CL.THROTTLE|cell:CL.THROTTLE b:__rand_int__ 999 1 3600"
   "RL.LOG|RL.LOG b:__rand_int__ 100 3600000"
   "RL.ACQUIRE|RL.ACQUIRE b:__rand_int__ 10 500"
   "RL.GCRA COST 0|RL.GCRA b:__rand_int__ 1000 1 3600000 COST 0"
@@ -82,6 +92,9 @@ measure() { # name, command...
   if [[ ${argv[0]} == floor:* ]]; then
     module=$FLOOR_SO
     argv[0]=${argv[0]#floor:}
+  elif [[ ${argv[0]} == cell:* ]]; then
+    module=$CELL_SO
+    argv[0]=${argv[0]#cell:}
   fi
   rm -f "$cg"
   valgrind --tool=callgrind --callgrind-out-file="$cg" --toggle-collect=call \
@@ -116,8 +129,9 @@ declare -A RESULT
 order=()
 for c in "${CASES[@]}"; do
   name=${c%%|*}; cmd=${c#*|}
-  [ "$name" = INCR ] || [ "$name" = floor ] || wanted "$name" || continue
+  [ "$name" = INCR ] || [ "$name" = "SET PX" ] || [ "$name" = floor ] || wanted "$name" || continue
   [ "$name" = floor ] && [ -z "$FLOOR_SO" ] && continue
+  [ "$name" = "cell CL.THROTTLE" ] && [ -z "$CELL_SO" ] && continue
   # shellcheck disable=SC2086
   RESULT[$name]=$(measure "$name" $cmd)
   order+=("$name")
@@ -125,20 +139,21 @@ for c in "${CASES[@]}"; do
 done
 
 incr=${RESULT[INCR]}
+ratio() { if [ -n "$2" ]; then awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; fi; }
 {
   echo "== instructions per call (callgrind, $(redis-server --version | awk '{print $3}'), $N calls on $KEYS keys, -P 16, no AOF, no replica)"
-  printf '%-16s %12s %8s %8s %10s\n' case instr/call xINCR xfloor "lua/module"
+  printf '%-16s %12s %8s %8s %8s %10s\n' case instr/call xINCR xSETPX xfloor "lua/module"
   for name in "${order[@]}"; do
     v=${RESULT[$name]}
-    xfloor=""
-    if [[ -n ${RESULT[floor]:-} ]]; then
-      xfloor=$(awk -v a="$v" -v b="${RESULT[floor]}" 'BEGIN {printf "%.2f", a / b}')
-    fi
     lua=""
     key="lua $(echo "${name#RL.}" | tr 'A-Z' 'a-z')"
     if [[ $name == RL.* && -n ${RESULT[$key]:-} ]]; then
       lua=$(awk -v a="${RESULT[$key]}" -v b="$v" 'BEGIN {printf "%.1f", a / b}')
     fi
-    printf '%-16s %12s %8s %8s %10s\n' "$name" "$v" "$(awk -v a="$v" -v b="$incr" 'BEGIN {printf "%.2f", a / b}')" "$xfloor" "$lua"
+    printf '%-16s %12s %8s %8s %8s %10s\n' "$name" "$v" "$(ratio "$v" "$incr")" \
+      "$(ratio "$v" "${RESULT[SET PX]:-}")" "$(ratio "$v" "${RESULT[floor]:-}")" "$lua"
   done
+  if [ -n "$CELL_SO" ]; then
+    echo "cell CL.THROTTLE: redis-cell's CL.THROTTLE, from $CELL_SO (sha256 $(sha256sum "$CELL_SO" | cut -c1-16)), in a server of its own"
+  fi
 } | tee "$OUT"
