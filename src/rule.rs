@@ -414,11 +414,13 @@ impl Rule {
         let (decision, wrote) = match (self, s) {
             (Rule::Bucket(algo, p), State::Gcra(b) | State::TokenBucket(b) | State::Queue(b)) => {
                 let stored = Some(b.stored());
-                let (d, next) = gcra::decide(stored, p, cost, now_us);
-                if *algo == Algo::Queue {
-                    let delay = gcra::delay_ms(stored, p, now_us);
+                let (d, next) = if *algo == Algo::Queue {
+                    let (d, next, delay) = gcra::decide_queued(stored, p, cost, now_us);
                     extra = Extra::Delay(if d.allowed { delay } else { 0 });
-                }
+                    (d, next)
+                } else {
+                    gcra::decide(stored, p, cost, now_us)
+                };
                 match next {
                     // Admitted, or re-timed under a changed emission interval (the rule change
                     // taking effect, also on a refusal): store under this rule's numbers.

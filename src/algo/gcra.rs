@@ -230,9 +230,34 @@ pub fn view_ns(s: Stored, p: &Params, t_ns: u64, now_us: u64) -> (u64, bool) {
 /// the re-timed one (see the module documentation).
 #[inline]
 pub fn decide(s: Option<Stored>, p: &Params, cost: u64, now_us: u64) -> (Decision, Option<Tat>) {
+    decide_in(&view(s, p, now_us), p, cost)
+}
+
+/// [`decide`] for `RL.QUEUE`, with the ms (rounded up) an admitted request waits before its
+/// turn ([`delay_ms`]), from the same view.
+#[inline]
+pub fn decide_queued(
+    s: Option<Stored>,
+    p: &Params,
+    cost: u64,
+    now_us: u64,
+) -> (Decision, Option<Tat>, u64) {
+    let v = view(s, p, now_us);
+    let (d, next) = decide_in(&v, p, cost);
+    (d, next, wait_ms(&v, p))
+}
+
+/// ms (rounded up) from the view's now to its TAT: what a request admitted there waits.
+#[inline]
+fn wait_ms(v: &View, p: &Params) -> u64 {
+    sat_u64(div_ceil(v.tat - v.now, p.tick_ms()))
+}
+
+/// [`decide`] on the state's view.
+#[inline]
+fn decide_in(v: &View, p: &Params, cost: u64) -> (Decision, Option<Tat>) {
     let t = p.t();
     let tau = p.tau();
-    let v = view(s, p, now_us);
     let next = v.tat + u128::from(cost) * t;
     let tick_ms = p.tick_ms();
     if next - v.at <= tau {
@@ -268,8 +293,7 @@ pub fn refund(s: Option<Stored>, p: &Params, n: u64, now_us: u64) -> Tat {
 
 /// ms (rounded up) a request admitted at `now_us` waits before its turn: the queue view.
 pub fn delay_ms(s: Option<Stored>, p: &Params, now_us: u64) -> u64 {
-    let v = view(s, p, now_us);
-    sat_u64(div_ceil(v.tat - v.now, p.tick_ms()))
+    wait_ms(&view(s, p, now_us), p)
 }
 
 /// Whole tokens available at `now_us` (the token-bucket view of the same state).
