@@ -4,13 +4,48 @@
 use crate::algo::{gcra, lease, log, window, Decision, US_PER_MS};
 use crate::state::{Algo, Blocked, Bucket, LeaseState, LogState, State, Window};
 
+/// A member of the GCRA family (the arithmetic is the same; the replies differ).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BucketAlgo {
+    Gcra,
+    TokenBucket,
+    Queue,
+}
+
+/// A window counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowAlgo {
+    Sliding,
+    Fixed,
+}
+
+impl BucketAlgo {
+    pub fn algo(self) -> Algo {
+        match self {
+            BucketAlgo::Gcra => Algo::Gcra,
+            BucketAlgo::TokenBucket => Algo::TokenBucket,
+            BucketAlgo::Queue => Algo::Queue,
+        }
+    }
+}
+
+impl WindowAlgo {
+    pub fn algo(self) -> Algo {
+        match self {
+            WindowAlgo::Sliding => Algo::Sliding,
+            WindowAlgo::Fixed => Algo::Fixed,
+        }
+    }
+}
+
+/// A rule: an algorithm and its numbers (only combinations that exist can be written).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rule {
-    /// GCRA, token bucket or queue (`Algo` says which; the arithmetic is the same).
-    Bucket(Algo, gcra::Params),
+    /// GCRA, token bucket or queue.
+    Bucket(BucketAlgo, gcra::Params),
     /// Sliding or fixed window counter, with its windows' offset in ms (`STAGGER`; 0 for
     /// windows aligned to the epoch).
-    Window(Algo, window::Params, u64),
+    Window(WindowAlgo, window::Params, u64),
     /// Exact sliding log.
     Log(window::Params),
     /// Concurrency leases (`RL.ACQUIRE`).
@@ -119,7 +154,8 @@ fn ms_until(until_us: u64, now_us: u64) -> u64 {
 impl Rule {
     pub fn algo(&self) -> Algo {
         match self {
-            Rule::Bucket(a, _) | Rule::Window(a, _, _) => *a,
+            Rule::Bucket(a, _) => a.algo(),
+            Rule::Window(a, _, _) => a.algo(),
             Rule::Log(_) => Algo::Log,
             Rule::Acquire(_) => Algo::Concurrency,
         }
@@ -143,9 +179,9 @@ impl Rule {
                     tat: gcra::Tat { ns: 0, frac: 0 },
                 };
                 match a {
-                    Algo::TokenBucket => State::TokenBucket(b),
-                    Algo::Queue => State::Queue(b),
-                    _ => State::Gcra(b),
+                    BucketAlgo::Gcra => State::Gcra(b),
+                    BucketAlgo::TokenBucket => State::TokenBucket(b),
+                    BucketAlgo::Queue => State::Queue(b),
                 }
             }
             Rule::Window(a, params, _) => {
@@ -154,8 +190,8 @@ impl Rule {
                     counters: window::Counters::default(),
                 };
                 match a {
-                    Algo::Fixed => State::Fixed(w),
-                    _ => State::Sliding(w),
+                    WindowAlgo::Sliding => State::Sliding(w),
+                    WindowAlgo::Fixed => State::Fixed(w),
                 }
             }
             Rule::Log(params) => State::Log(LogState {
@@ -387,7 +423,7 @@ impl Rule {
                 std::mem::replace(b, next) != next
             }
             (Rule::Window(algo, p, off), State::Sliding(w) | State::Fixed(w)) => {
-                let fixed = *algo == Algo::Fixed;
+                let fixed = *algo == WindowAlgo::Fixed;
                 let counters = window::refund(Some(&w.counters), p, *off, fixed, n, now_us);
                 let next = Window {
                     params: *p,
@@ -414,7 +450,7 @@ impl Rule {
         let (decision, wrote) = match (self, s) {
             (Rule::Bucket(algo, p), State::Gcra(b) | State::TokenBucket(b) | State::Queue(b)) => {
                 let stored = Some(b.stored());
-                let (d, next) = if *algo == Algo::Queue {
+                let (d, next) = if *algo == BucketAlgo::Queue {
                     let (d, next, delay) = gcra::decide_queued(stored, p, cost, now_us);
                     extra = Extra::Delay(if d.allowed { delay } else { 0 });
                     (d, next)
@@ -433,8 +469,10 @@ impl Rule {
             }
             (Rule::Window(algo, p, off), State::Sliding(w) | State::Fixed(w)) => {
                 let (d, next) = match algo {
-                    Algo::Fixed => window::fixed(Some(&w.counters), p, *off, cost, now_us),
-                    _ => window::sliding(Some(&w.counters), p, *off, cost, now_us),
+                    WindowAlgo::Fixed => window::fixed(Some(&w.counters), p, *off, cost, now_us),
+                    WindowAlgo::Sliding => {
+                        window::sliding(Some(&w.counters), p, *off, cost, now_us)
+                    }
                 };
                 match next {
                     Some(counters) if commit => {
@@ -498,7 +536,7 @@ mod tests {
     #[test]
     fn queue_shapes_one_per_interval() {
         let rule = Rule::Bucket(
-            Algo::Queue,
+            BucketAlgo::Queue,
             gcra::Params::new(5, 1, 1000, gcra::GCRA_NAMES).unwrap(),
         );
         let mut s = rule.fresh();
@@ -524,11 +562,15 @@ mod tests {
     fn refused_and_dry_run_change_nothing() {
         let rules = [
             Rule::Bucket(
-                Algo::Gcra,
+                BucketAlgo::Gcra,
                 gcra::Params::new(2, 1, 1000, gcra::GCRA_NAMES).unwrap(),
             ),
-            Rule::Window(Algo::Sliding, window::Params::new(2, 1000).unwrap(), 0),
-            Rule::Window(Algo::Fixed, window::Params::new(2, 1000).unwrap(), 0),
+            Rule::Window(
+                WindowAlgo::Sliding,
+                window::Params::new(2, 1000).unwrap(),
+                0,
+            ),
+            Rule::Window(WindowAlgo::Fixed, window::Params::new(2, 1000).unwrap(), 0),
             Rule::Log(window::Params::new(2, 1000).unwrap()),
             Rule::Acquire(lease::Params::new(2, 1000).unwrap()),
         ];
@@ -549,7 +591,11 @@ mod tests {
 
     #[test]
     fn a_block_is_extended_never_shortened() {
-        let rule = Rule::Window(Algo::Fixed, window::Params::new(1, 60_000).unwrap(), 0);
+        let rule = Rule::Window(
+            WindowAlgo::Fixed,
+            window::Params::new(1, 60_000).unwrap(),
+            0,
+        );
         let mut s = rule.fresh();
         assert!(rule.hit(&mut s, 1, T0, true).decision.allowed);
         let block = |ms| Request {
@@ -587,11 +633,15 @@ mod tests {
         // before and ends 30 s later.
         let off = window::stagger_ms(8192, 60_000);
         assert_eq!(off, 30_000);
-        for algo in [Algo::Fixed, Algo::Sliding] {
+        for algo in [WindowAlgo::Fixed, WindowAlgo::Sliding] {
             let rule = Rule::Window(algo, window::Params::new(5, 60_000).unwrap(), off);
             let mut s = rule.fresh();
             let o = rule.hit(&mut s, 1, T0, true);
-            let want = if algo == Algo::Fixed { 30_000 } else { 90_000 };
+            let want = if algo == WindowAlgo::Fixed {
+                30_000
+            } else {
+                90_000
+            };
             assert_eq!(o.decision.reset_after_ms, want, "{algo:?}");
             let (State::Sliding(w) | State::Fixed(w)) = &s else {
                 panic!("{s:?}")
@@ -603,7 +653,7 @@ mod tests {
     #[test]
     fn refunds_per_algorithm() {
         let g = Rule::Bucket(
-            Algo::Gcra,
+            BucketAlgo::Gcra,
             gcra::Params::new(5, 1, 1000, gcra::GCRA_NAMES).unwrap(),
         );
         let refund = |n| Request {
@@ -618,7 +668,11 @@ mod tests {
         let o = g.request(&mut s, &refund(5), T0);
         assert_eq!((o.decision.remaining, o.decision.reset_after_ms), (5, 0));
         // Sliding: the current window's count, then the previous one's.
-        let w = Rule::Window(Algo::Sliding, window::Params::new(10, 1000).unwrap(), 0);
+        let w = Rule::Window(
+            WindowAlgo::Sliding,
+            window::Params::new(10, 1000).unwrap(),
+            0,
+        );
         let mut s = w.fresh();
         w.hit(&mut s, 4, T0, true);
         w.hit(&mut s, 2, T0 + 1_000_000, true);
@@ -641,24 +695,24 @@ mod tests {
         let n = (1u64..8, 1u64..4, 1u64..3000);
         prop_oneof![
             n.clone().prop_map(|(b, c, p)| Rule::Bucket(
-                Algo::Gcra,
+                BucketAlgo::Gcra,
                 gcra::Params::new(b, c, p, gcra::GCRA_NAMES).unwrap()
             )),
             n.clone().prop_map(|(b, c, p)| Rule::Bucket(
-                Algo::TokenBucket,
+                BucketAlgo::TokenBucket,
                 gcra::Params::new(b, c, p, gcra::BUCKET_NAMES).unwrap()
             )),
             n.clone().prop_map(|(b, _, p)| Rule::Bucket(
-                Algo::Queue,
+                BucketAlgo::Queue,
                 gcra::Params::new(b, 1, p, gcra::GCRA_NAMES).unwrap()
             )),
             (n.clone(), 0u16..16_384).prop_map(|((l, _, w), slot)| Rule::Window(
-                Algo::Sliding,
+                WindowAlgo::Sliding,
                 window::Params::new(l, w).unwrap(),
                 window::stagger_ms(slot, w)
             )),
             (n.clone(), 0u16..16_384).prop_map(|((l, _, w), slot)| Rule::Window(
-                Algo::Fixed,
+                WindowAlgo::Fixed,
                 window::Params::new(l, w).unwrap(),
                 window::stagger_ms(slot, w)
             )),

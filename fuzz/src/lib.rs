@@ -25,7 +25,7 @@ pub mod state;
 
 use algo::{gcra, lease, window, Decision, MAX_SPAN_MS, MAX_TIME_MS, US_PER_MS};
 use arbitrary::{Result, Unstructured};
-use rule::{Extra, Outcome, Rule};
+use rule::{BucketAlgo, Extra, Outcome, Rule, WindowAlgo};
 use state::{Algo, State};
 
 /// Largest module time, µs (the module clock is clamped to it; the test clock refuses more).
@@ -96,19 +96,19 @@ pub fn rule_of(u: &mut Unstructured, algo: Algo) -> Result<Option<Rule>> {
     Ok(match algo {
         Algo::Gcra => gcra::Params::new(a, b, c, gcra::GCRA_NAMES)
             .ok()
-            .map(|p| Rule::Bucket(Algo::Gcra, p)),
+            .map(|p| Rule::Bucket(BucketAlgo::Gcra, p)),
         Algo::TokenBucket => gcra::Params::new(a, b, c, gcra::BUCKET_NAMES)
             .ok()
-            .map(|p| Rule::Bucket(Algo::TokenBucket, p)),
+            .map(|p| Rule::Bucket(BucketAlgo::TokenBucket, p)),
         Algo::Queue => gcra::Params::new(a, 1, c, gcra::GCRA_NAMES)
             .ok()
-            .map(|p| Rule::Bucket(Algo::Queue, p)),
+            .map(|p| Rule::Bucket(BucketAlgo::Queue, p)),
         Algo::Sliding => window::Params::new(a, c)
             .ok()
-            .map(|p| Rule::Window(Algo::Sliding, p, 0)),
+            .map(|p| Rule::Window(WindowAlgo::Sliding, p, 0)),
         Algo::Fixed => window::Params::new(a, c)
             .ok()
-            .map(|p| Rule::Window(Algo::Fixed, p, 0)),
+            .map(|p| Rule::Window(WindowAlgo::Fixed, p, 0)),
         Algo::Log => window::Params::new(a.min(LOG_LIMIT), c).ok().map(Rule::Log),
         Algo::Concurrency => lease::Params::new(a.min(ACQUIRE_LIMIT), c)
             .ok()
@@ -141,7 +141,7 @@ pub fn bound_ms(r: &Rule, before: &State) -> u64 {
             let num = u128::from(p.burst) * u128::from(p.period_ms);
             num.div_ceil(u128::from(p.count)) as u64
         }
-        Rule::Window(Algo::Fixed, p, _) | Rule::Log(p) => p.window_ms,
+        Rule::Window(WindowAlgo::Fixed, p, _) | Rule::Log(p) => p.window_ms,
         Rule::Window(_, p, _) => 2 * p.window_ms,
         Rule::Acquire(p) => match before {
             State::Concurrency(c) => c.leases.max_lease_ms.max(p.lease_ms),
@@ -281,7 +281,7 @@ pub fn check(
         );
     }
     match (r, out.extra) {
-        (Rule::Bucket(Algo::Queue, p), Extra::Delay(delay)) => {
+        (Rule::Bucket(BucketAlgo::Queue, p), Extra::Delay(delay)) => {
             if d.allowed {
                 let most = (p.burst - cost).saturating_mul(p.period_ms);
                 assert!(
@@ -310,7 +310,7 @@ pub fn check(
                 assert_eq!(last_token(after), t, "stored last token: {}", ctx());
             }
         }
-        (Rule::Bucket(Algo::Queue, _), _) | (Rule::Acquire(_), _) => {
+        (Rule::Bucket(BucketAlgo::Queue, _), _) | (Rule::Acquire(_), _) => {
             panic!("missing extra field: {}", ctx())
         }
         (_, Extra::None) => {}

@@ -10,7 +10,7 @@ use crate::config::{
 };
 use crate::error::Error;
 use crate::rm::{self, Ctx, RStr};
-use crate::rule::Rule;
+use crate::rule::{BucketAlgo, Rule, WindowAlgo};
 use crate::state::Algo;
 use std::sync::atomic::AtomicI64;
 
@@ -47,7 +47,12 @@ pub fn parse_rule(algo: Algo, a: &[RStr]) -> Result<Parsed, Error> {
                 positive(z, names[2])?,
                 names,
             )?;
-            (Rule::Bucket(algo, p), names[0], 3)
+            let kind = if algo == Algo::Gcra {
+                BucketAlgo::Gcra
+            } else {
+                BucketAlgo::TokenBucket
+            };
+            (Rule::Bucket(kind, p), names[0], 3)
         }
         Algo::Queue => {
             let (Some(cap), Some(interval)) = (n(0), n(1)) else {
@@ -59,7 +64,7 @@ pub fn parse_rule(algo: Algo, a: &[RStr]) -> Result<Parsed, Error> {
                 positive(interval, QUEUE_NAMES[2])?,
                 QUEUE_NAMES,
             )?;
-            (Rule::Bucket(Algo::Queue, p), QUEUE_NAMES[0], 2)
+            (Rule::Bucket(BucketAlgo::Queue, p), QUEUE_NAMES[0], 2)
         }
         Algo::Sliding | Algo::Fixed | Algo::Log => {
             let (Some(limit), Some(win)) = (n(0), n(1)) else {
@@ -70,7 +75,12 @@ pub fn parse_rule(algo: Algo, a: &[RStr]) -> Result<Parsed, Error> {
                 at_most_config(p.limit, &LOG_MAX_LIMIT, LOG_MAX_LIMIT_NAME)?;
                 Rule::Log(p)
             } else {
-                Rule::Window(algo, p, 0)
+                let kind = if algo == Algo::Fixed {
+                    WindowAlgo::Fixed
+                } else {
+                    WindowAlgo::Sliding
+                };
+                Rule::Window(kind, p, 0)
             };
             (rule, "limit", 2)
         }
