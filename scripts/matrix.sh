@@ -80,17 +80,29 @@ free_port() {
 # probe NAME BIN: starts the server with the module, records what it supports in
 # $OUT/NAME.probe as shell assignments. Returns 1 if the module did not load.
 probe() {
-    local name=$1 bin=$2 dir port pid i info cinfo cat ok=no
+    local name=$1 bin=$2 dir port pid i info cinfo cat ok=no attempt
     dir=$(mktemp -d "${TMPDIR:-/tmp}/rl-matrix.XXXXXX")
-    port=$(free_port)
-    "$bin" --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$dir" \
-        --logfile "$dir/server.log" --daemonize no --loadmodule "$MODULE" \
-        </dev/null >/dev/null 2>"$dir/stderr.log" &
-    pid=$!
-    for ((i = 0; i < 300; i++)); do
-        if [[ "$("$CLI" -h 127.0.0.1 -p "$port" PING 2>/dev/null)" == PONG ]]; then ok=yes; break; fi
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.05
+    for ((attempt = 0; attempt < 5; attempt++)); do
+        port=$(free_port)
+        "$bin" --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$dir" \
+            --logfile "$dir/server.log" --daemonize no --loadmodule "$MODULE" \
+            </dev/null >/dev/null 2>"$dir/stderr.log" &
+        pid=$!
+        ok=no
+        for ((i = 0; i < 300; i++)); do
+            if [[ "$("$CLI" -h 127.0.0.1 -p "$port" PING 2>/dev/null)" == PONG ]]; then ok=yes; break; fi
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.05
+        done
+        # The server answering must be ours (its dir), not another job's that took the port
+        # between free_port and our bind; then try another port.
+        if [[ $ok == yes ]] && [[ "$("$CLI" -h 127.0.0.1 -p "$port" CONFIG GET dir 2>/dev/null | sed -n 2p)" != "$(cd "$dir" && pwd -P)" ]]; then
+            kill "$pid" 2>/dev/null || true
+            wait "$pid" 2>/dev/null || true
+            ok=no
+            continue
+        fi
+        break
     done
     {
         if [[ $ok == yes ]] && "$CLI" -h 127.0.0.1 -p "$port" MODULE LIST 2>/dev/null | grep -qx ratelimit; then

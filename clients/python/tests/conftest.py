@@ -17,7 +17,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from typing import Any, Iterator, List
+from typing import Any, Iterator, List, Tuple
 
 import pytest
 import redis
@@ -73,6 +73,7 @@ def start_server(tmp: str, port: int, *extra: str) -> subprocess.Popen:
     while True:
         try:
             r.ping()
+            pid = int(r.info("server")["process_id"])
             break
         except (redis.ConnectionError, redis.BusyLoadingError):
             if proc.poll() is not None or time.monotonic() > deadline:
@@ -81,14 +82,34 @@ def start_server(tmp: str, port: int, *extra: str) -> subprocess.Popen:
                                    f"{log.read_text() if log.exists() else ''}")
             time.sleep(0.02)
     r.close()
+    if pid != proc.pid:
+        # Another process's server took the port between free_port() and our bind (another
+        # suite running at the same time): ours could not listen.
+        proc.terminate()
+        proc.wait(10)
+        raise PortTaken(port)
     return proc
+
+
+class PortTaken(Exception):
+    """Another server answered on the port chosen for ours."""
+
+
+def start_on_free_port(tmp: str, *extra: str) -> Tuple[int, subprocess.Popen]:
+    """A server on a free port, retried on another port if one is taken meanwhile."""
+    for _ in range(10):
+        port = free_port()
+        try:
+            return port, start_server(tmp, port, *extra)
+        except PortTaken:
+            continue
+    raise RuntimeError("no free port for redis-server after 10 attempts")
 
 
 @pytest.fixture(scope="session")
 def redis_port() -> Iterator[int]:
     with tempfile.TemporaryDirectory() as tmp:
-        port = free_port()
-        proc = start_server(tmp, port)
+        port, proc = start_on_free_port(tmp)
         try:
             yield port
         finally:
@@ -120,13 +141,18 @@ RANGES = [(0, 5460), (5461, 10922), (10923, 16383)]
 def cluster_ports():
     """A 3-node Redis Cluster of the same server binary, each node with the module."""
     with tempfile.TemporaryDirectory() as tmp:
-        ports = [free_cluster_port() for _ in RANGES]
+        ports: List[int] = []
         procs = []
         try:
-            for p in ports:
-                procs.append(start_server(tmp, p, "--cluster-enabled", "yes",
-                                          "--cluster-config-file", f"{tmp}/nodes-{p}.conf",
-                                          "--cluster-node-timeout", "5000"))
+            while len(procs) < len(RANGES):
+                p = free_cluster_port()
+                try:
+                    procs.append(start_server(tmp, p, "--cluster-enabled", "yes",
+                                              "--cluster-config-file", f"{tmp}/nodes-{p}.conf",
+                                              "--cluster-node-timeout", "5000"))
+                except PortTaken:
+                    continue
+                ports.append(p)
             nodes = [redis.Redis(port=p, decode_responses=True) for p in ports]
             for n, (lo, hi) in zip(nodes, RANGES):
                 n.execute_command("CLUSTER", "ADDSLOTSRANGE", lo, hi)
