@@ -6,7 +6,7 @@
 use crate::clock;
 use crate::rm::{self, InfoCtx};
 use std::ffi::{CStr, CString};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// A counted command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,9 +84,6 @@ pub fn events(bits: u8) {
     }
 }
 
-/// The command being run (set by the dispatcher).
-static CURRENT: AtomicUsize = AtomicUsize::new(0);
-
 #[inline]
 fn bump(a: &AtomicU64) {
     a.store(a.load(Relaxed).wrapping_add(1), Relaxed);
@@ -95,29 +92,29 @@ fn bump(a: &AtomicU64) {
 /// A call of `s` starts.
 #[inline]
 pub fn call(s: Stat) {
-    CURRENT.store(s as usize, Relaxed);
     if let Some(c) = COUNTERS.calls.get(s as usize) {
         bump(c);
     }
 }
 
-/// The current call answered an error.
+/// A call of `s` answered an error.
 #[inline]
-pub fn error() {
-    if let Some(c) = COUNTERS.errors.get(CURRENT.load(Relaxed)) {
+pub fn error(s: Stat) {
+    if let Some(c) = COUNTERS.errors.get(s as usize) {
         bump(c);
     }
 }
 
-/// The current call decided a request (RELEASE/RENEW: 1 counts as admitted, 0 as refused).
+/// A call of `s` decided a request (RELEASE/RENEW: 1 counts as admitted, 0 as refused):
+/// what its handler returned (`commands::Decided`).
 #[inline]
-pub fn decided(allowed: bool) {
+pub fn decided(s: Stat, allowed: bool) {
     let table = if allowed {
         &COUNTERS.admitted
     } else {
         &COUNTERS.refused
     };
-    if let Some(c) = table.get(CURRENT.load(Relaxed)) {
+    if let Some(c) = table.get(s as usize) {
         bump(c);
     }
 }

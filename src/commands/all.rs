@@ -14,7 +14,7 @@
 //! refused, each rule's reply says what it alone would have decided, and nothing is spent.
 
 use super::rate::{parse_rule, staggered};
-use super::{commit, effect_of_request, reply_outcome, state_of};
+use super::{commit, effect_of_request, reply_outcome, state_of, Decided};
 use crate::args::{leading_options, positive, Takes};
 use crate::clock;
 use crate::datatype::{Held, Pending};
@@ -146,10 +146,10 @@ fn key_positions(ctx: Ctx, args: &[RStr]) {
     }
 }
 
-pub fn all(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
+pub fn all(ctx: Ctx, args: &[RStr]) -> Result<Decided, Error> {
     if rm::is_keys_position_request(ctx) {
         key_positions(ctx, args);
-        return Ok(());
+        return Ok(None);
     }
     let (items, dryrun) = parse(args)?;
     let now = clock::now_us();
@@ -210,7 +210,6 @@ pub fn all(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
             }
         }
     }
-    crate::stats::decided(refused_by.is_none());
     for o in &outs {
         crate::stats::events(o.events);
     }
@@ -220,5 +219,5 @@ pub fn all(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
     for o in &outs {
         reply_outcome(ctx, o);
     }
-    Ok(())
+    Ok(Some(refused_by.is_none()))
 }

@@ -32,7 +32,7 @@ fn parse(payload: &[u8]) -> Result<(Option<u64>, Effect), Error> {
     Ok((at, Effect::State(s)))
 }
 
-pub fn apply(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
+pub fn apply(ctx: Ctx, args: &[RStr]) -> Result<super::Decided, Error> {
     let flags = rm::context_flags(ctx);
     if flags & (raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING) == 0 {
         return Err(APPLY_INTERNAL.into());
@@ -64,14 +64,14 @@ pub fn apply(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
                     if !op.run(&mut held) {
                         // Only a replica that diverged gets here: nothing to replay on.
                         rm::reply_simple(ctx, c"OK");
-                        return Ok(());
+                        return Ok(None);
                     }
                     held.to_store()
                 }
                 _ => {
                     let Some(mut s) = op.fresh() else {
                         rm::reply_simple(ctx, c"OK");
-                        return Ok(());
+                        return Ok(None);
                     };
                     op.run(&mut s);
                     key.delete();
@@ -92,5 +92,5 @@ pub fn apply(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
     // A replica's own AOF gets the effect too (the same effect, never the command verbatim).
     crate::propagate::apply(ctx, name, rm::bytes(payload));
     rm::reply_simple(ctx, c"OK");
-    Ok(())
+    Ok(None)
 }

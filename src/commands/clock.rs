@@ -7,7 +7,7 @@ use crate::config;
 use crate::error::{Error, CLOCK_DISABLED, CLOCK_RANGE, CLOCK_SUBCOMMAND};
 use crate::rm::{self, Ctx, RStr};
 
-pub fn clock(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
+pub fn clock(ctx: Ctx, args: &[RStr]) -> Result<super::Decided, Error> {
     if args.len() < 2 {
         return Err(Error::Arity);
     }
@@ -19,7 +19,7 @@ pub fn clock(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
     match args {
         [_, _] if is(b"GET") => {
             rm::reply_u64(ctx, clock::now_ms());
-            return Ok(());
+            return Ok(None);
         }
         [_, _] if is(b"REAL") => clock::real(),
         [_, _, v] if is(b"SET") => clock::set_ms(int(v)?).map_err(|_| Error::from(CLOCK_RANGE))?,
@@ -30,5 +30,5 @@ pub fn clock(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
         _ => return Err(CLOCK_SUBCOMMAND.into()),
     }
     rm::reply_simple(ctx, c"OK");
-    Ok(())
+    Ok(None)
 }

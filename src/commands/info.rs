@@ -14,7 +14,7 @@ enum Val {
     Owned(String),
 }
 
-pub fn info(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
+pub fn info(ctx: Ctx, args: &[RStr]) -> Result<super::Decided, Error> {
     let [_, name] = args else {
         return Err(Error::Arity);
     };
@@ -22,7 +22,7 @@ pub fn info(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
     let s = match datatype::slot(&mut key) {
         Slot::Empty => {
             rm::reply_null(ctx);
-            return Ok(());
+            return Ok(None);
         }
         Slot::Foreign => return Err(Error::Static(WRONGTYPE)),
         Slot::Ours(s) => (*s).clone(),
@@ -113,5 +113,5 @@ pub fn info(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
             Val::Owned(s) => rm::reply_bulk(ctx, s.as_bytes()),
         }
     }
-    Ok(())
+    Ok(None)
 }

@@ -1,6 +1,6 @@
 //! `RL.RELEASE key token` and `RL.RENEW key token lease_ms` (RL.ACQUIRE is in `rate`).
 
-use super::{commit, effect_of_op, state_of};
+use super::{commit, effect_of_op, state_of, Decided};
 use crate::algo::lease::{self, Token};
 use crate::args::positive;
 use crate::clock;
@@ -12,7 +12,7 @@ use crate::state::{Algo, State};
 /// Runs `op` on the key's leases; writes, expires and replicates the operation (never the
 /// leases: see `replay.rs`) when it changed them. Replies 1 if it did, 0 otherwise (no key,
 /// stale or unknown token).
-fn with_leases(ctx: Ctx, name: &RStr, op: Op) -> Result<(), Error> {
+fn with_leases(ctx: Ctx, name: &RStr, op: Op) -> Result<Decided, Error> {
     let mut key = Key::open(ctx, name, true);
     let mut held = state_of(&mut key, Algo::Concurrency)?;
     let done = match held.as_mut() {
@@ -28,9 +28,8 @@ fn with_leases(ctx: Ctx, name: &RStr, op: Op) -> Result<(), Error> {
         let owned = held.to_store();
         commit(ctx, &mut key, name, owned, eff, op.now_us(), ttl);
     }
-    crate::stats::decided(done);
     rm::reply_i64(ctx, i64::from(done));
-    Ok(())
+    Ok(Some(done))
 }
 
 fn token(s: &RStr) -> Result<Token, Error> {
@@ -38,7 +37,7 @@ fn token(s: &RStr) -> Result<Token, Error> {
 }
 
 /// `RL.RELEASE key token`
-pub fn release(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
+pub fn release(ctx: Ctx, args: &[RStr]) -> Result<Decided, Error> {
     let [_, key, tok] = args else {
         return Err(Error::Arity);
     };
@@ -48,7 +47,7 @@ pub fn release(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
 }
 
 /// `RL.RENEW key token lease_ms`
-pub fn renew(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
+pub fn renew(ctx: Ctx, args: &[RStr]) -> Result<Decided, Error> {
     let [_, key, tok, ms] = args else {
         return Err(Error::Arity);
     };

@@ -23,8 +23,13 @@ use std::ffi::c_int;
 use std::io::Write;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-/// A command implementation: `args[0]` is the command name. Replies itself on success.
-pub type Handler = fn(Ctx, &[RStr]) -> Result<(), Error>;
+/// A command implementation: `args[0]` is the command name. Replies itself on success, and
+/// returns what it decided, for the command's counters.
+pub type Handler = fn(Ctx, &[RStr]) -> Result<Decided, Error>;
+
+/// What a call decided: `Some(admitted)` for a decided request (RELEASE/RENEW: whether the
+/// lease was found), `None` for anything else (a peek, a refund, RL.INFO, ...).
+pub type Decided = Option<bool>;
 
 /// Runs a handler on the arguments of a call (from [`rm::entry`]): never lets a panic reach
 /// the server, and turns errors into error replies.
@@ -32,18 +37,23 @@ pub fn dispatch(ctx: Ctx, args: &[RStr], h: Handler, stat: Stat) -> c_int {
     stats::call(stat);
     let res = catch_unwind(AssertUnwindSafe(|| h(ctx, args)));
     match res {
-        Ok(Ok(())) => rm::OK,
+        Ok(Ok(decided)) => {
+            if let Some(admitted) = decided {
+                stats::decided(stat, admitted);
+            }
+            rm::OK
+        }
         Ok(Err(Error::Arity)) => {
-            stats::error();
+            stats::error(stat);
             rm::wrong_arity(ctx)
         }
         Ok(Err(e)) => {
-            stats::error();
+            stats::error(stat);
             rm::reply_error(ctx, e.as_cstr());
             rm::OK
         }
         Err(_) => {
-            stats::error();
+            stats::error(stat);
             rm::reply_error(ctx, INTERNAL);
             rm::OK
         }
@@ -95,13 +105,11 @@ pub fn reply_outcome(ctx: Ctx, o: &Outcome) {
     }
 }
 
-/// Counts a decided request: admitted or refused (a spend; peeks and refunds are counted
-/// only as such), and its events.
-pub fn count(req: &Request, o: &Outcome) {
-    if matches!(req.ask, Ask::Spend(c) if c > 0) {
-        stats::decided(o.decision.allowed);
-    }
+/// Counts the events of a decided request, and says whether it was decided: admitted or
+/// refused for a spend (peeks and refunds are counted only as such).
+pub fn count(req: &Request, o: &Outcome) -> Decided {
     stats::events(o.events);
+    matches!(req.ask, Ask::Spend(c) if c > 0).then_some(o.decision.allowed)
 }
 
 /// The key's state if it holds one of `algo`: `Ok(None)` when empty, `WRONGTYPE` otherwise.
@@ -126,7 +134,6 @@ pub fn run(ctx: Ctx, name: &RStr, rule: &Rule, req: &Request) -> Result<Outcome,
         None => fresh.insert(rule.fresh()),
     };
     let out = rule.request(state, req, now);
-    count(req, &out);
     if out.wrote {
         let eff = effect_of_request(rule, req, now, state);
         let owned = held.map_or(fresh.map_or(Pending::Done, Pending::Set), Held::to_store);

@@ -2,7 +2,7 @@
 //! `RL.LOG`, and `RL.ACQUIRE` (which shares their shape and reply), and the one parser of
 //! a rule's numbers that they and RL.ALL's rules share.
 
-use super::{reply_outcome, run};
+use super::{count, reply_outcome, run, Decided};
 use crate::algo::{gcra, lease, slot, window, ParamError};
 use crate::args::{options, positive, Takes};
 use crate::config::{
@@ -137,7 +137,7 @@ fn at_most_config(limit: u64, config: &AtomicI64, name: &'static str) -> Result<
 /// `RL.<ALGO> key numbers... [options]`: parses, runs and replies. Inlined into each
 /// command, so the rule parser's match on the algorithm folds away.
 #[inline(always)]
-fn rate(ctx: Ctx, args: &[RStr], algo: Algo) -> Result<(), Error> {
+fn rate(ctx: Ctx, args: &[RStr], algo: Algo) -> Result<Decided, Error> {
     let [_, key, rest @ ..] = args else {
         return Err(Error::Arity);
     };
@@ -153,42 +153,44 @@ fn rate(ctx: Ctx, args: &[RStr], algo: Algo) -> Result<(), Error> {
     } else {
         parsed.rule
     };
-    reply_outcome(ctx, &run(ctx, key, &rule, &opts.request())?);
-    Ok(())
+    let req = opts.request();
+    let out = run(ctx, key, &rule, &req)?;
+    reply_outcome(ctx, &out);
+    Ok(count(&req, &out))
 }
 
 /// `RL.GCRA key burst count period_ms [options]`
-pub fn gcra(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
+pub fn gcra(ctx: Ctx, args: &[RStr]) -> Result<Decided, Error> {
     rate(ctx, args, Algo::Gcra)
 }
 
 /// `RL.TOKENBUCKET key capacity refill_tokens refill_period_ms [options]`
-pub fn tokenbucket(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
+pub fn tokenbucket(ctx: Ctx, args: &[RStr]) -> Result<Decided, Error> {
     rate(ctx, args, Algo::TokenBucket)
 }
 
 /// `RL.QUEUE key capacity interval_ms [options]`: a GCRA with one request per interval and
 /// `capacity` waiting at most.
-pub fn queue(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
+pub fn queue(ctx: Ctx, args: &[RStr]) -> Result<Decided, Error> {
     rate(ctx, args, Algo::Queue)
 }
 
 /// `RL.SLIDING key limit window_ms [options] [STAGGER]`
-pub fn sliding(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
+pub fn sliding(ctx: Ctx, args: &[RStr]) -> Result<Decided, Error> {
     rate(ctx, args, Algo::Sliding)
 }
 
 /// `RL.FIXED key limit window_ms [options] [STAGGER]`
-pub fn fixed(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
+pub fn fixed(ctx: Ctx, args: &[RStr]) -> Result<Decided, Error> {
     rate(ctx, args, Algo::Fixed)
 }
 
 /// `RL.LOG key limit window_ms [options]`
-pub fn log(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
+pub fn log(ctx: Ctx, args: &[RStr]) -> Result<Decided, Error> {
     rate(ctx, args, Algo::Log)
 }
 
 /// `RL.ACQUIRE key limit lease_ms [DRYRUN]`
-pub fn acquire(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
+pub fn acquire(ctx: Ctx, args: &[RStr]) -> Result<Decided, Error> {
     rate(ctx, args, Algo::Concurrency)
 }

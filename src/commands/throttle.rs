@@ -2,7 +2,7 @@
 //! with its replies, on this module's state. A key still holding redis-cell's string state
 //! (the TAT in ns) is adopted: it becomes a `gcra` state on the next admitted request.
 
-use super::{commit, effect, state_of};
+use super::{commit, effect, state_of, Decided};
 use crate::algo::{cell, gcra, NS_PER_MS};
 use crate::args::{non_negative, positive};
 use crate::clock;
@@ -20,7 +20,7 @@ fn parse_cell_string(b: &[u8]) -> Option<u64> {
     std::str::from_utf8(b).ok()?.parse().ok()
 }
 
-pub fn throttle(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
+pub fn throttle(ctx: Ctx, args: &[RStr]) -> Result<Decided, Error> {
     let (name, burst, count, period, quantity) = match args {
         [_, k, b, c, p] => (k, b, c, p, None),
         [_, k, b, c, p, q] => (k, b, c, p, Some(q)),
@@ -86,10 +86,10 @@ pub fn throttle(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
                 (true, r) => r.max(left_s),
                 (false, _) => left_s,
             };
-            crate::stats::decided(false);
             crate::stats::events(crate::rule::event::BLOCKED);
         }
-        return reply_cell(ctx, &reply);
+        reply_cell(ctx, &reply);
+        return Ok((quantity > 0).then_some(false));
     }
     let (reply, stored, ttl_ns) = cell::throttle(tat, &p, quantity, now_ns);
     // A peek (quantity 0) writes nothing, not even a re-timed state.
@@ -115,12 +115,12 @@ pub fn throttle(ctx: Ctx, args: &[RStr]) -> Result<(), Error> {
         };
         commit(ctx, &mut key, name, owned, eff, now_us, ttl_ms);
     }
-    crate::stats::decided(!reply.limited);
-    reply_cell(ctx, &reply)
+    reply_cell(ctx, &reply);
+    Ok(Some(!reply.limited))
 }
 
 /// redis-cell's reply: five integers.
-fn reply_cell(ctx: Ctx, reply: &cell::Reply) -> Result<(), Error> {
+fn reply_cell(ctx: Ctx, reply: &cell::Reply) {
     rm::reply_array(ctx, 5);
     for v in [
         i64::from(reply.limited),
@@ -131,5 +131,4 @@ fn reply_cell(ctx: Ctx, reply: &cell::Reply) -> Result<(), Error> {
     ] {
         rm::reply_i64(ctx, v);
     }
-    Ok(())
 }
