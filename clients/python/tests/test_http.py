@@ -174,11 +174,14 @@ def test_metrics_hook_sees_failures(serve, http, closed_url):
 
 def test_queue_limit_shapes(r, serve, http):
     """A QUEUE limit delays each admitted request by its delay_ms, then lets it through."""
-    base = serve(services.config(limits=[Limit("shape", Rule.queue(3, 100), services.ip_of)]))
+    # The module clock is frozen, but the key's TTL runs in real time: after the third
+    # request (which waits two intervals) the key lives 1 interval more, so the fourth must
+    # arrive within that. An interval of 2 s leaves 2 s for a loaded machine.
+    base = serve(services.config(limits=[Limit("shape", Rule.queue(3, 2000), services.ip_of)]))
     elapsed, statuses = [], []
     for _ in range(4):
         t0 = time.monotonic()
         statuses.append(http.get(base + "/").status_code)
         elapsed.append(time.monotonic() - t0)
     assert statuses == [200, 200, 200, 429]  # 3 waiting at most
-    assert elapsed[1] >= 0.1 and elapsed[2] >= 0.2  # delays 0, 100, 200 ms (module time)
+    assert elapsed[1] >= 2.0 and elapsed[2] >= 4.0  # delays 0, 2, 4 s (module time)
