@@ -2,6 +2,7 @@
 //! (parsed here once, for every command and every RL.ALL rule), precise errors.
 
 use crate::algo::{span, ParamError};
+use crate::algos::{Opt, OptSet, OptSpec, Value, OPTIONS};
 use crate::error::{Error, NOT_INTEGER, SYNTAX};
 use crate::rm::{self, RStr};
 use crate::rule::{Ask, Request};
@@ -64,21 +65,6 @@ pub fn non_negative(s: &RStr, name: &'static str) -> Result<u64, Error> {
     }
 }
 
-/// Which options a command (or an RL.ALL rule) takes beside `COST n` and `DRYRUN`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Takes {
-    /// `COST n` (all but RL.ACQUIRE).
-    pub cost: bool,
-    /// `REFUND n`, `PARTIAL`, `BLOCK ms` (the rate commands; not RL.ALL's rules).
-    pub per_request: bool,
-    /// `RESERVE r` (the rate commands and RL.ALL's rules).
-    pub reserve: bool,
-    /// `STAGGER` (FIXED and SLIDING).
-    pub stagger: bool,
-    /// `DRYRUN` (the rate commands; RL.ALL takes it once, for the whole call).
-    pub dryrun: bool,
-}
-
 /// The parsed options of one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Opts {
@@ -113,15 +99,15 @@ impl Opts {
     }
 }
 
-/// The options every rate command takes, in any order, case-insensitive, each at most once:
-/// `[COST n | REFUND n] [PARTIAL] [RESERVE r] [BLOCK ms] [STAGGER] [DRYRUN]` (as far as
-/// `takes` allows). `limit` is the command's limit argument, named `limit_name` in errors.
+/// The options of a rate command, in any order, case-insensitive, each at most once:
+/// `[COST n | REFUND n] [PARTIAL] [RESERVE r] [BLOCK ms] [STAGGER] [DRYRUN]` (those in
+/// `takes`). `limit` is the command's limit argument, named `limit_name` in errors.
 /// Anything else is `ERR syntax error`.
 pub fn options(
     args: &[RStr],
     limit: u64,
     limit_name: &'static str,
-    takes: Takes,
+    takes: OptSet,
 ) -> Result<Opts, Error> {
     if args.is_empty() {
         // The common case, kept short: cost 1, nothing else.
@@ -134,75 +120,48 @@ pub fn options(
     Ok(opts)
 }
 
+/// The value of option `spec` at `arg`.
+fn option_value(spec: &OptSpec, arg: Option<&RStr>) -> Result<u64, Error> {
+    let arg = || arg.ok_or(Error::Static(SYNTAX));
+    match spec.value {
+        Value::Flag => Ok(1),
+        Value::AtLeast0(name) => non_negative(arg()?, name),
+        Value::AtLeast1(name) => positive(arg()?, name),
+        Value::SpanMs(name) => Ok(span(positive(arg()?, name)?, name)?),
+    }
+}
+
 /// Parses the options at the front of `args`, stopping at the first word that is not one
 /// `takes` allows (RL.ALL: the next rule); returns them and how many arguments they took.
 pub fn leading_options(
     args: &[RStr],
     limit: u64,
     limit_name: &'static str,
-    takes: Takes,
+    takes: OptSet,
 ) -> Result<(Opts, usize), Error> {
-    let mut cost = None;
-    let mut refund = None;
-    let mut partial = false;
-    let mut reserve = None;
-    let mut block = None;
-    let mut stagger = false;
-    let mut dryrun = false;
+    // The value of each option given (a flag's is 1), by `Opt`.
+    let mut given: [Option<u64>; OPTIONS.len()] = [None; OPTIONS.len()];
     let mut i = 0;
     while let Some(arg) = args.get(i) {
         let word = rm::bytes(arg);
-        let is = |w: &[u8]| word.eq_ignore_ascii_case(w);
-        let value = || args.get(i + 1).ok_or(Error::Static(SYNTAX));
-        let repeated = || Err(Error::Static(SYNTAX));
-        if is(b"COST") && takes.cost {
-            if cost.is_some() {
-                return repeated();
-            }
-            cost = Some(non_negative(value()?, "cost")?);
-            i += 2;
-        } else if is(b"REFUND") && takes.per_request {
-            if refund.is_some() {
-                return repeated();
-            }
-            refund = Some(positive(value()?, "refund")?);
-            i += 2;
-        } else if is(b"PARTIAL") && takes.per_request {
-            if partial {
-                return repeated();
-            }
-            partial = true;
-            i += 1;
-        } else if is(b"RESERVE") && takes.reserve {
-            if reserve.is_some() {
-                return repeated();
-            }
-            reserve = Some(non_negative(value()?, "reserve")?);
-            i += 2;
-        } else if is(b"BLOCK") && takes.per_request {
-            if block.is_some() {
-                return repeated();
-            }
-            block = Some(span(positive(value()?, "block_ms")?, "block_ms")?);
-            i += 2;
-        } else if is(b"STAGGER") && takes.stagger {
-            if stagger {
-                return repeated();
-            }
-            stagger = true;
-            i += 1;
-        } else if is(b"DRYRUN") && takes.dryrun {
-            if dryrun {
-                return repeated();
-            }
-            dryrun = true;
-            i += 1;
-        } else {
+        let Some(spec) = OPTIONS
+            .iter()
+            .find(|o| takes.has(o.opt) && word.eq_ignore_ascii_case(o.word.as_bytes()))
+        else {
             break;
-        }
+        };
+        let Some(slot @ None) = given.get_mut(spec.opt as usize) else {
+            // Repeated.
+            return Err(Error::Static(SYNTAX));
+        };
+        *slot = Some(option_value(spec, args.get(i + 1))?);
+        i += if spec.value == Value::Flag { 1 } else { 2 };
     }
-    let reserve_set = reserve.is_some();
-    let reserve = reserve.unwrap_or(0);
+    let get = |o: Opt| given.get(o as usize).copied().flatten();
+    let (cost, refund, block) = (get(Opt::Cost), get(Opt::Refund), get(Opt::Block));
+    let partial = get(Opt::Partial).is_some();
+    let reserve_set = get(Opt::Reserve).is_some();
+    let reserve = get(Opt::Reserve).unwrap_or(0);
     let ask = match (cost, refund) {
         // A refund is not a request: it takes no cost, grant, reserve or penalty.
         // Any n: a refund never goes past a fresh state, so more than the limit is all.
@@ -235,8 +194,8 @@ pub fn leading_options(
         partial,
         reserve,
         block_ms: block.unwrap_or(0),
-        stagger,
-        dryrun,
+        stagger: get(Opt::Stagger).is_some(),
+        dryrun: get(Opt::DryRun).is_some(),
     };
     Ok((opts, i))
 }

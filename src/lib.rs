@@ -13,6 +13,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod algo;
+pub mod algos;
 pub mod args;
 pub mod clock;
 pub mod commands;
@@ -26,6 +27,7 @@ pub mod rm;
 pub mod rule;
 pub mod state;
 pub mod stats;
+pub mod table;
 
 use config::{ACQUIRE_MAX_LIMIT, LOG_MAX_LIMIT, TEST_CLOCK};
 use datatype::RL_TYPE;

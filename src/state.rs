@@ -16,57 +16,7 @@
 
 use crate::algo::{gcra, lease, log, window, MAX_SPAN_MS, MAX_TIME_MS, NS_PER_MS, US_PER_MS};
 
-/// Which algorithm a state belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Algo {
-    Gcra,
-    TokenBucket,
-    Sliding,
-    Fixed,
-    Log,
-    Queue,
-    Concurrency,
-}
-
-impl Algo {
-    /// The name shown by `RL.INFO` and in errors.
-    pub fn name(self) -> &'static str {
-        match self {
-            Algo::Gcra => "gcra",
-            Algo::TokenBucket => "tokenbucket",
-            Algo::Sliding => "sliding",
-            Algo::Fixed => "fixed",
-            Algo::Log => "log",
-            Algo::Queue => "queue",
-            Algo::Concurrency => "concurrency",
-        }
-    }
-
-    /// The keyspace event fired when a state of this algorithm is written.
-    pub fn event(self) -> &'static std::ffi::CStr {
-        match self {
-            Algo::Gcra => c"ratelimit.gcra",
-            Algo::TokenBucket => c"ratelimit.tokenbucket",
-            Algo::Sliding => c"ratelimit.sliding",
-            Algo::Fixed => c"ratelimit.fixed",
-            Algo::Log => c"ratelimit.log",
-            Algo::Queue => c"ratelimit.queue",
-            Algo::Concurrency => c"ratelimit.concurrency",
-        }
-    }
-
-    fn tag(self) -> u8 {
-        match self {
-            Algo::Gcra => 1,
-            Algo::TokenBucket => 2,
-            Algo::Sliding => 3,
-            Algo::Fixed => 4,
-            Algo::Log => 5,
-            Algo::Queue => 6,
-            Algo::Concurrency => 7,
-        }
-    }
-}
+pub use crate::algos::Algo;
 
 /// A GCRA-family state: the rule last applied and the theoretical arrival time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -410,13 +360,13 @@ impl State {
 
     /// Parses and validates the fields of a state of algorithm tag `tag`.
     fn decode_body(tag: u8, rest: &[u8]) -> Result<State, DecodeError> {
-        let tag = &tag;
+        let algo = Algo::of_tag(tag).ok_or(DecodeError("unknown algorithm"))?;
         let mut r = Reader(rest);
         // The furthest a TAT can lie: the latest module time plus the longest span.
         let max_ns = (MAX_TIME_MS + MAX_SPAN_MS) * NS_PER_MS;
-        let state = match tag {
-            1 | 2 | 6 => {
-                let names = if *tag == 2 {
+        let state = match algo {
+            Algo::Gcra | Algo::TokenBucket | Algo::Queue => {
+                let names = if algo == Algo::TokenBucket {
                     gcra::BUCKET_NAMES
                 } else {
                     gcra::GCRA_NAMES
@@ -431,13 +381,13 @@ impl State {
                     params,
                     tat: gcra::Tat { ns, frac },
                 };
-                match tag {
-                    1 => State::Gcra(b),
-                    2 => State::TokenBucket(b),
+                match algo {
+                    Algo::Gcra => State::Gcra(b),
+                    Algo::TokenBucket => State::TokenBucket(b),
                     _ => State::Queue(b),
                 }
             }
-            3 | 4 => {
+            Algo::Sliding | Algo::Fixed => {
                 let params = window::Params::new(r.u64()?, r.u64()?)
                     .map_err(|_| DecodeError("bad window parameters"))?;
                 let counters = window::Counters {
@@ -449,13 +399,13 @@ impl State {
                     return Err(DecodeError("bad window start"));
                 }
                 let w = Window { params, counters };
-                if *tag == 3 {
+                if algo == Algo::Sliding {
                     State::Sliding(w)
                 } else {
                     State::Fixed(w)
                 }
             }
-            5 => {
+            Algo::Log => {
                 let params = window::Params::new(r.u64()?, r.u64()?)
                     .map_err(|_| DecodeError("bad log parameters"))?;
                 let n = r.count(1)?;
@@ -472,7 +422,7 @@ impl State {
                 let log = log::Log::from_sorted(&entries).ok_or(DecodeError("bad log entry"))?;
                 State::Log(LogState { params, log })
             }
-            7 => {
+            Algo::Concurrency => {
                 let limit = r.u64()?;
                 let max_lease_ms = r.u64()?;
                 lease::Params::new(limit, max_lease_ms)
@@ -511,7 +461,6 @@ impl State {
                     },
                 }))
             }
-            _ => return Err(DecodeError("unknown algorithm")),
         };
         if !r.0.is_empty() {
             return Err(DecodeError("trailing bytes"));

@@ -8,42 +8,8 @@ use crate::rm::{self, InfoCtx};
 use std::ffi::{CStr, CString};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-/// A counted command.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stat {
-    Gcra,
-    TokenBucket,
-    Sliding,
-    Fixed,
-    Log,
-    Queue,
-    Acquire,
-    Release,
-    Renew,
-    Throttle,
-    All,
-    Info,
-    Clock,
-    Apply,
-}
-
-const N: usize = 14;
-const NAMES: [&str; N] = [
-    "gcra",
-    "tokenbucket",
-    "sliding",
-    "fixed",
-    "log",
-    "queue",
-    "acquire",
-    "release",
-    "renew",
-    "throttle",
-    "all",
-    "info",
-    "clock",
-    "apply",
-];
+pub use crate::table::Stat;
+use crate::table::{COMMANDS, COUNT as N};
 
 struct Counters {
     calls: [AtomicU64; N],
@@ -147,7 +113,8 @@ pub fn info(ctx: InfoCtx) {
     );
     field_u64(ctx, "clock_ms", clock::now_ms());
     rm::info_section(ctx, c"stats");
-    for (i, name) in NAMES.iter().enumerate() {
+    for (i, cmd) in COMMANDS.iter().enumerate() {
+        let name = cmd.stat_name();
         let get = |t: &[AtomicU64; N]| t.get(i).map_or(0, |a| a.load(Relaxed));
         field_u64(ctx, &format!("{name}_calls"), get(&COUNTERS.calls));
         field_u64(ctx, &format!("{name}_admitted"), get(&COUNTERS.admitted));

@@ -1,7 +1,7 @@
 //! The module's pure layers, compiled in from `../src` by path, and the checks the fuzz
 //! targets share.
 //!
-//! Only `algo/`, `state.rs`, `rule.rs` and `replay.rs` are included: they use nothing from Redis (the
+//! Only `algo/`, `algos.rs`, `state.rs`, `rule.rs` and `replay.rs` are included: they use nothing from Redis (the
 //! README's layout promises it), so the fuzzers need neither a server nor the Redis
 //! allocator the module's own rlib installs as the global allocator.
 //!
@@ -16,6 +16,8 @@
 
 #[path = "../../src/algo/mod.rs"]
 pub mod algo;
+#[path = "../../src/algos.rs"]
+pub mod algos;
 #[path = "../../src/replay.rs"]
 pub mod replay;
 #[path = "../../src/rule.rs"]

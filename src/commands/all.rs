@@ -15,7 +15,8 @@
 
 use super::rate::{parse_rule, staggered};
 use super::{commit, effect_of_request, reply_outcome, state_of, Decided};
-use crate::args::{leading_options, positive, Takes};
+use crate::algos::{ALL_RULE_OPTIONS, OPTIONS};
+use crate::args::{leading_options, positive};
 use crate::clock;
 use crate::datatype::{Held, Pending};
 use crate::error::{Error, ALL_DUPLICATE, ALL_NUMKEYS, ALL_RULES, SYNTAX};
@@ -30,35 +31,11 @@ struct Item<'a> {
     req: Request,
 }
 
-/// The algorithm a rule names.
-fn algo_of(word: &[u8]) -> Option<Algo> {
-    let names = [
-        (&b"GCRA"[..], Algo::Gcra),
-        (b"TOKENBUCKET", Algo::TokenBucket),
-        (b"SLIDING", Algo::Sliding),
-        (b"FIXED", Algo::Fixed),
-        (b"LOG", Algo::Log),
-        (b"QUEUE", Algo::Queue),
-    ];
-    names
-        .into_iter()
-        .find(|(n, _)| word.eq_ignore_ascii_case(n))
-        .map(|(_, a)| a)
-}
-
 /// A word of the rate commands' options.
 fn is_option(word: &[u8]) -> bool {
-    [
-        &b"COST"[..],
-        b"REFUND",
-        b"PARTIAL",
-        b"RESERVE",
-        b"BLOCK",
-        b"STAGGER",
-        b"DRYRUN",
-    ]
-    .iter()
-    .any(|o| word.eq_ignore_ascii_case(o))
+    OPTIONS
+        .iter()
+        .any(|o| word.eq_ignore_ascii_case(o.word.as_bytes()))
 }
 
 /// Parses one rule for `key` at the front of `args` (its algorithm's name, its numbers, its
@@ -66,7 +43,7 @@ fn is_option(word: &[u8]) -> bool {
 /// it and how many arguments it took.
 fn parse_item<'a>(key: &'a RStr, args: &[RStr]) -> Result<(Item<'a>, usize), Error> {
     let word = rm::bytes(args.first().ok_or(Error::Static(ALL_RULES))?);
-    let Some(algo) = algo_of(word) else {
+    let Some(algo) = Algo::of_rule_name(word) else {
         // An option the previous rule does not take (PARTIAL, BLOCK, ...) is misplaced, not
         // a missing rule.
         return Err(Error::Static(if is_option(word) {
@@ -81,13 +58,7 @@ fn parse_item<'a>(key: &'a RStr, args: &[RStr]) -> Result<(Item<'a>, usize), Err
         Err(Error::Arity) => return Err(Error::Static(SYNTAX)),
         other => other?,
     };
-    let takes = Takes {
-        cost: true,
-        per_request: false,
-        reserve: true,
-        stagger: matches!(algo, Algo::Sliding | Algo::Fixed),
-        dryrun: false,
-    };
+    let takes = algo.spec().options.and(ALL_RULE_OPTIONS);
     let rest = nums.get(parsed.used..).unwrap_or(&[]);
     let (opts, used) = leading_options(rest, parsed.rule.limit(), parsed.limit_name, takes)?;
     let rule = if opts.stagger {

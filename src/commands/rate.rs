@@ -4,7 +4,7 @@
 
 use super::{count, reply_outcome, run, Decided};
 use crate::algo::{gcra, lease, slot, window, ParamError};
-use crate::args::{options, positive, Takes};
+use crate::args::{options, positive};
 use crate::config::{
     self, ACQUIRE_MAX_LIMIT, ACQUIRE_MAX_LIMIT_NAME, LOG_MAX_LIMIT, LOG_MAX_LIMIT_NAME,
 };
@@ -14,7 +14,7 @@ use crate::rule::{BucketAlgo, Rule, WindowAlgo};
 use crate::state::Algo;
 use std::sync::atomic::AtomicI64;
 
-/// `RL.QUEUE`'s argument names (its count is always 1).
+/// The names `gcra::Params` gives errors about RL.QUEUE (its count is always 1).
 const QUEUE_NAMES: gcra::Names = ["capacity", "count", "interval_ms"];
 
 /// A rule parsed from its numbers.
@@ -27,90 +27,49 @@ pub struct Parsed {
 }
 
 /// The rule of `algo` from the numbers at the front of `a` (after the key, or after the
-/// algorithm's name in RL.ALL); `Error::Arity` if there are too few.
+/// algorithm's name in RL.ALL), named as in its row of the algorithm table; `Error::Arity`
+/// if there are too few.
 #[inline(always)]
 pub fn parse_rule(algo: Algo, a: &[RStr]) -> Result<Parsed, Error> {
-    let n = |i: usize| a.get(i);
-    let parsed = match algo {
-        Algo::Gcra | Algo::TokenBucket => {
-            let names = if algo == Algo::Gcra {
-                gcra::GCRA_NAMES
-            } else {
-                gcra::BUCKET_NAMES
-            };
-            let (Some(x), Some(y), Some(z)) = (n(0), n(1), n(2)) else {
-                return Err(Error::Arity);
-            };
-            let p = gcra::Params::new(
-                positive(x, names[0])?,
-                positive(y, names[1])?,
-                positive(z, names[2])?,
-                names,
-            )?;
-            let kind = if algo == Algo::Gcra {
-                BucketAlgo::Gcra
-            } else {
-                BucketAlgo::TokenBucket
-            };
-            (Rule::Bucket(kind, p), names[0], 3)
-        }
-        Algo::Queue => {
-            let (Some(cap), Some(interval)) = (n(0), n(1)) else {
-                return Err(Error::Arity);
-            };
-            let p = gcra::Params::new(
-                positive(cap, QUEUE_NAMES[0])?,
-                1,
-                positive(interval, QUEUE_NAMES[2])?,
-                QUEUE_NAMES,
-            )?;
-            (Rule::Bucket(BucketAlgo::Queue, p), QUEUE_NAMES[0], 2)
-        }
-        Algo::Sliding | Algo::Fixed | Algo::Log => {
-            let (Some(limit), Some(win)) = (n(0), n(1)) else {
-                return Err(Error::Arity);
-            };
-            let p = window::Params::new(positive(limit, "limit")?, positive(win, "window_ms")?)?;
-            let rule = if algo == Algo::Log {
-                at_most_config(p.limit, &LOG_MAX_LIMIT, LOG_MAX_LIMIT_NAME)?;
-                Rule::Log(p)
-            } else {
-                let kind = if algo == Algo::Fixed {
-                    WindowAlgo::Fixed
-                } else {
-                    WindowAlgo::Sliding
-                };
-                Rule::Window(kind, p, 0)
-            };
-            (rule, "limit", 2)
+    let names = algo.spec().args;
+    let used = names.len();
+    let (Some(nums), Some(&limit_name)) = (a.get(..used), names.first()) else {
+        return Err(Error::Arity);
+    };
+    // The rule's numbers, each at least 1 (the table names at most three).
+    let mut v = [0u64; 3];
+    for ((slot, arg), &name) in v.iter_mut().zip(nums).zip(names) {
+        *slot = positive(arg, name)?;
+    }
+    let [x, y, z] = v;
+    let rule = match algo {
+        Algo::Gcra => Rule::Bucket(
+            BucketAlgo::Gcra,
+            gcra::Params::new(x, y, z, gcra::GCRA_NAMES)?,
+        ),
+        Algo::TokenBucket => Rule::Bucket(
+            BucketAlgo::TokenBucket,
+            gcra::Params::new(x, y, z, gcra::BUCKET_NAMES)?,
+        ),
+        Algo::Queue => Rule::Bucket(BucketAlgo::Queue, gcra::Params::new(x, 1, y, QUEUE_NAMES)?),
+        Algo::Sliding => Rule::Window(WindowAlgo::Sliding, window::Params::new(x, y)?, 0),
+        Algo::Fixed => Rule::Window(WindowAlgo::Fixed, window::Params::new(x, y)?, 0),
+        Algo::Log => {
+            let p = window::Params::new(x, y)?;
+            at_most_config(x, &LOG_MAX_LIMIT, LOG_MAX_LIMIT_NAME)?;
+            Rule::Log(p)
         }
         Algo::Concurrency => {
-            let (Some(limit), Some(lease)) = (n(0), n(1)) else {
-                return Err(Error::Arity);
-            };
-            let p = lease::Params::new(positive(limit, "limit")?, positive(lease, "lease_ms")?)?;
-            at_most_config(p.limit, &ACQUIRE_MAX_LIMIT, ACQUIRE_MAX_LIMIT_NAME)?;
-            (Rule::Acquire(p), "limit", 2)
+            let p = lease::Params::new(x, y)?;
+            at_most_config(x, &ACQUIRE_MAX_LIMIT, ACQUIRE_MAX_LIMIT_NAME)?;
+            Rule::Acquire(p)
         }
     };
-    let (rule, limit_name, used) = parsed;
     Ok(Parsed {
         rule,
         limit_name,
         used,
     })
-}
-
-/// The options a rate command of `algo` takes.
-pub fn takes(algo: Algo) -> Takes {
-    let rate = algo != Algo::Concurrency;
-    Takes {
-        cost: rate,
-        per_request: rate,
-        reserve: rate,
-        stagger: matches!(algo, Algo::Sliding | Algo::Fixed),
-        dryrun: true,
-    }
 }
 
 /// `STAGGER`: the rule's windows offset by `slot * window_ms / 16384` ms, with `slot` the
@@ -146,7 +105,7 @@ fn rate(ctx: Ctx, args: &[RStr], algo: Algo) -> Result<Decided, Error> {
         rest.get(parsed.used..).unwrap_or(&[]),
         parsed.rule.limit(),
         parsed.limit_name,
-        takes(algo),
+        algo.spec().options,
     )?;
     let rule = if opts.stagger {
         staggered(parsed.rule, key)

@@ -1,0 +1,223 @@
+//! The command table: one row per command (its handler, flags, arity, key, ACL categories
+//! and docs). Registration, `COMMAND DOCS` and the `INFO ratelimit` counters all follow from
+//! it (`register.rs`, `stats.rs`); a rate command's arguments and arity follow from its
+//! algorithm's row in `algos.rs`.
+
+use crate::algos::Algo;
+use crate::commands::{self, all, apply, clock, info, lease, rate, throttle, Handler};
+use crate::rm::{self, Ctx, RStr};
+use redis_module::raw;
+use std::ffi::{c_int, CStr};
+
+/// How a command touches its key (argument 1), if it has one.
+#[derive(Clone, Copy)]
+pub enum Keys {
+    None,
+    /// Read-write, may update the value.
+    Update,
+    /// Read-only access.
+    Read,
+    /// Overwrites the value.
+    Overwrite,
+    /// `numkeys key [key ...]` from argument 1, read-write.
+    Counted,
+}
+
+/// A command's flags, key access and server ACL categories.
+pub struct Kind {
+    pub flags: &'static CStr,
+    pub keys: Keys,
+    /// The server's ACL categories of the command, where the server supports setting them
+    /// (Redis 7.2+, Valkey); the module's own `@ratelimit` is added where it can be created
+    /// (Redis 7.4+, Valkey 8+).
+    pub acl: &'static CStr,
+}
+
+/// A rate command: writes its key, refused when out of memory.
+const RATE: Kind = Kind {
+    flags: c"write deny-oom fast",
+    keys: Keys::Update,
+    acl: c"write fast",
+};
+/// RL.RELEASE, RL.RENEW: write their key, never grow it.
+const LEASE: Kind = Kind {
+    flags: c"write fast",
+    keys: Keys::Update,
+    acl: c"write fast",
+};
+/// RL.ALL. Redis 7.0 routes cluster requests by the legacy key range or the getkeys API,
+/// not by key specs: the keys' positions depend on numkeys, so it asks the command.
+const MANY: Kind = Kind {
+    flags: c"write deny-oom fast getkeys-api",
+    keys: Keys::Counted,
+    acl: c"write fast",
+};
+const READ: Kind = Kind {
+    flags: c"readonly fast",
+    keys: Keys::Read,
+    acl: c"read fast",
+};
+const NO_KEY: Kind = Kind {
+    flags: c"fast",
+    keys: Keys::None,
+    acl: c"fast",
+};
+const INTERNAL: Kind = Kind {
+    flags: c"write",
+    keys: Keys::Overwrite,
+    acl: c"write",
+};
+
+/// One argument in `COMMAND DOCS`.
+#[derive(Clone, Copy)]
+pub enum Arg {
+    Key(&'static CStr),
+    Int(&'static CStr),
+    Str(&'static CStr),
+    /// A required keyword (inside a choice or block).
+    Word(&'static CStr),
+    /// An optional positional integer.
+    OptPos(&'static CStr),
+    /// One of several.
+    OneOf(&'static CStr, &'static [Arg]),
+    /// A keyword followed by a value: (token, value name).
+    Pair(&'static CStr, &'static CStr),
+    /// `numkeys key [key ...]`.
+    NumKeys,
+    /// Repeated free-form words (RL.ALL's rules).
+    Many(&'static CStr),
+    /// A rate command's arguments: the key, the rule's numbers and the options, from the
+    /// algorithm's row.
+    Rule(Algo),
+    /// The `DRYRUN` flag alone.
+    DryRun,
+}
+
+/// A command.
+pub struct Command {
+    pub name: &'static CStr,
+    pub func: raw::RedisModuleCmdFunc,
+    pub kind: Kind,
+    pub arity: c_int,
+    pub summary: &'static CStr,
+    pub complexity: &'static CStr,
+    /// Arguments after the command name, for `COMMAND DOCS` and redis-cli's hints.
+    pub args: &'static [Arg],
+}
+
+impl Command {
+    /// The command's name in `INFO ratelimit` counters: its name after the prefix
+    /// (`rl.gcra` -> `gcra`, `cl.throttle` -> `throttle`, `rl._apply` -> `apply`).
+    pub fn stat_name(&self) -> &'static str {
+        let name = self.name.to_str().unwrap_or("");
+        let bare = name.split_once('.').map_or(name, |(_, b)| b);
+        bare.trim_start_matches('_')
+    }
+}
+
+/// The entry point of row `I` (see [`rm::entry`]).
+pub struct Entry<const I: usize>;
+
+/// The arity of a rate command of `algo`: its name, the key, the rule's numbers, options.
+const fn rate_arity(algo: Algo) -> c_int {
+    -2 - algo.spec().args.len() as c_int
+}
+
+/// Defines [`Stat`] (a row's index, its counters' slot), each row's entry point (calling
+/// [`commands::dispatch`] with the handler and the slot) and [`COMMANDS`], from one list.
+macro_rules! commands {
+    ($($id:ident: $name:literal => $handler:path, $kind:expr, $arity:expr,
+        $summary:literal, $complexity:literal, $args:expr;)*) => {
+        /// A command's row in [`COMMANDS`], and its `INFO ratelimit` counters.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum Stat {
+            $($id),*
+        }
+
+        $(impl rm::Command for Entry<{ Stat::$id as usize }> {
+            #[inline]
+            fn call(ctx: Ctx, args: &[RStr]) -> c_int {
+                commands::dispatch(ctx, args, $handler as Handler, Stat::$id)
+            }
+        })*
+
+        /// Every command, in [`Stat`] order.
+        pub const COMMANDS: &[Command] = &[$(Command {
+            name: $name,
+            func: Some(rm::entry::<Entry<{ Stat::$id as usize }>>),
+            kind: $kind,
+            arity: $arity,
+            summary: $summary,
+            complexity: $complexity,
+            args: $args,
+        }),*];
+    };
+}
+
+commands! {
+    Gcra: c"rl.gcra" => rate::gcra, RATE, rate_arity(Algo::Gcra),
+        c"GCRA rate limit: burst at once, then count per period_ms", c"O(1)",
+        &[Arg::Rule(Algo::Gcra)];
+    TokenBucket: c"rl.tokenbucket" => rate::tokenbucket, RATE, rate_arity(Algo::TokenBucket),
+        c"Token bucket: capacity tokens, refill_tokens every refill_period_ms", c"O(1)",
+        &[Arg::Rule(Algo::TokenBucket)];
+    Sliding: c"rl.sliding" => rate::sliding, RATE, rate_arity(Algo::Sliding),
+        c"Sliding window counter: limit per trailing window_ms (weighted estimate)", c"O(1)",
+        &[Arg::Rule(Algo::Sliding)];
+    Fixed: c"rl.fixed" => rate::fixed, RATE, rate_arity(Algo::Fixed),
+        c"Fixed window counter: limit per aligned window_ms", c"O(1)",
+        &[Arg::Rule(Algo::Fixed)];
+    Log: c"rl.log" => rate::log, RATE, rate_arity(Algo::Log),
+        c"Exact sliding log: limit per trailing window_ms",
+        c"O(log N) to decide, O(N) to drop expired entries, N = entries in the window",
+        &[Arg::Rule(Algo::Log)];
+    Queue: c"rl.queue" => rate::queue, RATE, rate_arity(Algo::Queue),
+        c"Leaky bucket as a queue: one request per interval_ms, capacity waiting", c"O(1)",
+        &[Arg::Rule(Algo::Queue)];
+    Acquire: c"rl.acquire" => rate::acquire, RATE, rate_arity(Algo::Concurrency),
+        c"Concurrency limit: acquires a lease of lease_ms if fewer than limit are held",
+        c"O(log N) where N is the number of leases held",
+        &[Arg::Rule(Algo::Concurrency)];
+    Release: c"rl.release" => lease::release, LEASE, 3,
+        c"Releases a lease acquired with RL.ACQUIRE",
+        c"O(log N) where N is the number of leases held",
+        &[Arg::Key(c"key"), Arg::Str(c"token")];
+    Renew: c"rl.renew" => lease::renew, LEASE, 4,
+        c"Extends a lease acquired with RL.ACQUIRE to now + lease_ms",
+        c"O(log N) where N is the number of leases held",
+        &[Arg::Key(c"key"), Arg::Str(c"token"), Arg::Int(c"lease_ms")];
+    Throttle: c"cl.throttle" => throttle::throttle, RATE, -5,
+        c"redis-cell compatible GCRA throttle (period in seconds)", c"O(1)",
+        &[
+            Arg::Key(c"key"),
+            Arg::Int(c"max_burst"),
+            Arg::Int(c"count_per_period"),
+            Arg::Int(c"period"),
+            Arg::OptPos(c"quantity"),
+        ];
+    All: c"rl.all" => all::all, MANY, -4,
+        c"Checks several limits and spends them all or none, atomically",
+        c"O(N) where N is the number of rules",
+        &[Arg::NumKeys, Arg::Many(c"rule"), Arg::DryRun];
+    Info: c"rl.info" => info::info, READ, 2,
+        c"Shows a rate-limit key's algorithm, stored state and TTL", c"O(1)",
+        &[Arg::Key(c"key")];
+    Clock: c"rl.clock" => clock::clock, NO_KEY, -2,
+        c"Test clock (only with ratelimit.test-clock yes): GET, SET, ADVANCE, REAL", c"O(1)",
+        &[Arg::OneOf(
+            c"subcommand",
+            &[
+                Arg::Word(c"GET"),
+                Arg::Pair(c"SET", c"unix_ms"),
+                Arg::Pair(c"ADVANCE", c"ms"),
+                Arg::Word(c"REAL"),
+            ],
+        )];
+    Apply: c"rl._apply" => apply::apply, INTERNAL, 3,
+        c"Internal: applies a replicated state (primary link and AOF only)",
+        c"O(N) where N is the size of the state",
+        &[Arg::Key(c"key"), Arg::Str(c"payload")];
+}
+
+/// How many commands there are.
+pub const COUNT: usize = COMMANDS.len();
