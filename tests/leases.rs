@@ -166,41 +166,40 @@ fn renew_can_shorten_a_lease_and_the_ttl_follows() {
 #[test]
 fn tokens_increase_across_release_expiry_and_recreation() {
     let (_srv, mut c) = Server::at_clock(T0);
-    let mut seen: Vec<String> = Vec::new();
-    let short = args!("RL.ACQUIRE", "t", 3, 50);
-    // RELEASE of every lease does not let a later ACQUIRE at the same ms reuse a token.
-    let (r, a) = acq(&mut c, &short);
-    assert_eq!(r, [1, 3, 2, 0, 50]);
+    // RELEASE of every lease does not let a later ACQUIRE at the same ms reuse a token (a
+    // long lease: the key must not expire in real time between the calls).
+    let kept = args!("RL.ACQUIRE", "s", 3, 60_000);
+    let (r, a) = acq(&mut c, &kept);
+    assert_eq!(r, [1, 3, 2, 0, 60_000]);
     let a = a.unwrap();
-    assert_eq!(lease_op(&mut c, &args!("RL.RELEASE", "t", &a)).0, 1);
-    let (_, b) = acq(&mut c, &short);
+    assert_eq!(lease_op(&mut c, &args!("RL.RELEASE", "s", &a)).0, 1);
+    let (_, b) = acq(&mut c, &kept);
     let b = b.unwrap();
     assert!(parse_tok(&a) < parse_tok(&b), "{a} then {b} at the same ms");
-    seen.extend([a.clone(), b.clone()]);
-    // The key lives no longer than its leases: let it expire in real time, with the test
-    // clock moved along.
+    // The key lives no longer than its leases (it may be gone already): let it expire in
+    // real time, with the test clock moved along.
+    let short = args!("RL.ACQUIRE", "t", 3, 50);
+    let (r, old) = acq(&mut c, &short);
+    assert_eq!(r, [1, 3, 2, 0, 50]);
+    let old = old.unwrap();
     let p = pttl(&mut c, "t");
     assert!(
-        (0..=50).contains(&p),
+        p == -2 || (0..=50).contains(&p),
         "the key outlives its leases: PTTL {p}"
     );
     wait_until("the key to expire", Duration::from_secs(10), || {
         !exists(&mut c, "t")
     });
     clock_advance(&mut c, 120);
-    // Re-created with a long lease, so it stays while the stale tokens are tried.
+    // Re-created with a long lease, so it stays while the stale token is tried.
     let long = args!("RL.ACQUIRE", "t", 3, 60_000);
     let (r, d) = acq(&mut c, &long);
     assert_eq!(r, [1, 3, 2, 0, 60_000]);
-    let d = d.unwrap();
-    assert_eq!(d, tok(T0 + 120, 0));
-    seen.push(d.clone());
-    // Tokens from before the re-creation are stale: 0, nothing freed.
+    assert_eq!(d.unwrap(), tok(T0 + 120, 0));
+    // A token from before the re-creation is stale: 0, nothing freed.
     let before = snap(&mut c, "t");
-    for old in [&a, &b] {
-        assert_eq!(lease_op(&mut c, &args!("RL.RELEASE", "t", old)).0, 0);
-        assert_eq!(lease_op(&mut c, &args!("RL.RENEW", "t", old, 50)).0, 0);
-    }
+    assert_eq!(lease_op(&mut c, &args!("RL.RELEASE", "t", &old)).0, 0);
+    assert_eq!(lease_op(&mut c, &args!("RL.RENEW", "t", &old, 50)).0, 0);
     assert_eq!(snap(&mut c, "t"), before);
     assert_eq!(
         acq(&mut c, &with(&long, &["DRYRUN"])).0,
@@ -231,7 +230,7 @@ fn tokens_increase_across_release_expiry_and_recreation() {
         prev = Some(t2);
         let p = pttl(&mut c, "r");
         assert!(
-            (0..=50).contains(&p),
+            p == -2 || (0..=50).contains(&p),
             "round {round}: the key outlives its leases: PTTL {p}"
         );
         wait_until("the key to expire", Duration::from_secs(10), || {
