@@ -12,23 +12,30 @@ pub enum Error {
     Owned(CString),
 }
 
+// Any command.
 pub const NOT_INTEGER: &CStr = c"ERR value is not an integer or out of range";
 pub const SYNTAX: &CStr = c"ERR syntax error";
 pub const WRONGTYPE: &CStr = c"WRONGTYPE Operation against a key holding the wrong kind of value";
+pub const INTERNAL: &CStr = c"ERR internal error in the ratelimit module (the server is fine)";
+
+// RL.CLOCK.
 pub const CLOCK_DISABLED: &CStr =
     c"ERR RL.CLOCK is disabled: load the module with ratelimit.test-clock yes";
 pub const CLOCK_RANGE: &CStr = c"ERR time must be between 0 and 10000000000000 ms";
 pub const CLOCK_SUBCOMMAND: &CStr =
     c"ERR unknown subcommand: try RL.CLOCK GET | SET unix_ms | ADVANCE ms | REAL";
+
+// RL._APPLY.
 pub const APPLY_INTERNAL: &CStr =
     c"ERR RL._APPLY is internal: only accepted from the primary link or the AOF";
 pub const APPLY_PAYLOAD: &CStr = c"ERR RL._APPLY payload is not a valid ratelimit state";
+
+// RL.RELEASE, RL.RENEW.
 pub const TOKEN: &CStr = c"ERR token must be of the form <unix_ms>-<seq>";
+
+// RL.ALL (and `Error::all_rules`).
 pub const ALL_NUMKEYS: &CStr = c"ERR numkeys is greater than the number of arguments";
 pub const ALL_DUPLICATE: &CStr = c"ERR RL.ALL takes each key once";
-pub const ALL_RULES: &CStr =
-    c"ERR RL.ALL needs one rule per key: GCRA, TOKENBUCKET, SLIDING, FIXED, LOG or QUEUE";
-pub const INTERNAL: &CStr = c"ERR internal error in the ratelimit module (the server is fine)";
 
 impl Error {
     pub fn as_cstr(&self) -> &CStr {
@@ -41,6 +48,22 @@ impl Error {
 
     fn owned(msg: String) -> Error {
         CString::new(msg).map_or(Error::Static(INTERNAL), Error::Owned)
+    }
+
+    /// RL.ALL without a rule for a key: names the rules it takes, from the algorithm table
+    /// (`ERR RL.ALL needs one rule per key: GCRA, TOKENBUCKET, ... or QUEUE`).
+    pub fn all_rules() -> Error {
+        let names: Vec<String> = crate::algos::ALGOS
+            .iter()
+            .filter(|a| a.in_all)
+            .map(|a| a.name.to_ascii_uppercase())
+            .collect();
+        let list = match names.split_last() {
+            Some((last, [])) => last.clone(),
+            Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+            None => String::new(),
+        };
+        Error::owned(format!("ERR RL.ALL needs one rule per key: {list}"))
     }
 
     /// A key holding a ratelimit state of another algorithm.

@@ -20,6 +20,7 @@ pub mod commands;
 pub mod config;
 pub mod datatype;
 pub mod error;
+pub mod packed;
 pub mod propagate;
 pub mod register;
 pub mod replay;

@@ -33,40 +33,26 @@ pub struct Kind {
     pub acl: &'static CStr,
 }
 
+impl Kind {
+    const fn new(flags: &'static CStr, keys: Keys, acl: &'static CStr) -> Kind {
+        Kind { flags, keys, acl }
+    }
+}
+
 /// A rate command: writes its key, refused when out of memory.
-const RATE: Kind = Kind {
-    flags: c"write deny-oom fast",
-    keys: Keys::Update,
-    acl: c"write fast",
-};
+const RATE: Kind = Kind::new(c"write deny-oom fast", Keys::Update, c"write fast");
 /// RL.RELEASE, RL.RENEW: write their key, never grow it.
-const LEASE: Kind = Kind {
-    flags: c"write fast",
-    keys: Keys::Update,
-    acl: c"write fast",
-};
+const LEASE: Kind = Kind::new(c"write fast", Keys::Update, c"write fast");
 /// RL.ALL. Redis 7.0 routes cluster requests by the legacy key range or the getkeys API,
 /// not by key specs: the keys' positions depend on numkeys, so it asks the command.
-const MANY: Kind = Kind {
-    flags: c"write deny-oom fast getkeys-api",
-    keys: Keys::Counted,
-    acl: c"write fast",
-};
-const READ: Kind = Kind {
-    flags: c"readonly fast",
-    keys: Keys::Read,
-    acl: c"read fast",
-};
-const NO_KEY: Kind = Kind {
-    flags: c"fast",
-    keys: Keys::None,
-    acl: c"fast",
-};
-const INTERNAL: Kind = Kind {
-    flags: c"write",
-    keys: Keys::Overwrite,
-    acl: c"write",
-};
+const MANY: Kind = Kind::new(
+    c"write deny-oom fast getkeys-api",
+    Keys::Counted,
+    c"write fast",
+);
+const READ: Kind = Kind::new(c"readonly fast", Keys::Read, c"read fast");
+const NO_KEY: Kind = Kind::new(c"fast", Keys::None, c"fast");
+const INTERNAL: Kind = Kind::new(c"write", Keys::Overwrite, c"write");
 
 /// One argument in `COMMAND DOCS`.
 #[derive(Clone, Copy)]
@@ -126,7 +112,7 @@ const fn rate_arity(algo: Algo) -> c_int {
 /// Defines [`Stat`] (a row's index, its counters' slot), each row's entry point (calling
 /// [`commands::dispatch`] with the handler and the slot) and [`COMMANDS`], from one list.
 macro_rules! commands {
-    ($($id:ident: $name:literal => $handler:path, $kind:expr, $arity:expr,
+    ($($id:ident: $name:literal => $handler:expr, $kind:expr, $arity:expr,
         $summary:literal, $complexity:literal, $args:expr;)*) => {
         /// A command's row in [`COMMANDS`], and its `INFO ratelimit` counters.
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,26 +141,28 @@ macro_rules! commands {
 }
 
 commands! {
-    Gcra: c"rl.gcra" => rate::gcra, RATE, rate_arity(Algo::Gcra),
+    Gcra: c"rl.gcra" => |c, a| rate::rate(c, a, Algo::Gcra), RATE, rate_arity(Algo::Gcra),
         c"GCRA rate limit: burst at once, then count per period_ms", c"O(1)",
         &[Arg::Rule(Algo::Gcra)];
-    TokenBucket: c"rl.tokenbucket" => rate::tokenbucket, RATE, rate_arity(Algo::TokenBucket),
+    TokenBucket: c"rl.tokenbucket" => |c, a| rate::rate(c, a, Algo::TokenBucket), RATE,
+        rate_arity(Algo::TokenBucket),
         c"Token bucket: capacity tokens, refill_tokens every refill_period_ms", c"O(1)",
         &[Arg::Rule(Algo::TokenBucket)];
-    Sliding: c"rl.sliding" => rate::sliding, RATE, rate_arity(Algo::Sliding),
+    Sliding: c"rl.sliding" => |c, a| rate::rate(c, a, Algo::Sliding), RATE, rate_arity(Algo::Sliding),
         c"Sliding window counter: limit per trailing window_ms (weighted estimate)", c"O(1)",
         &[Arg::Rule(Algo::Sliding)];
-    Fixed: c"rl.fixed" => rate::fixed, RATE, rate_arity(Algo::Fixed),
+    Fixed: c"rl.fixed" => |c, a| rate::rate(c, a, Algo::Fixed), RATE, rate_arity(Algo::Fixed),
         c"Fixed window counter: limit per aligned window_ms", c"O(1)",
         &[Arg::Rule(Algo::Fixed)];
-    Log: c"rl.log" => rate::log, RATE, rate_arity(Algo::Log),
+    Log: c"rl.log" => |c, a| rate::rate(c, a, Algo::Log), RATE, rate_arity(Algo::Log),
         c"Exact sliding log: limit per trailing window_ms",
         c"O(log N) to decide, O(N) to drop expired entries, N = entries in the window",
         &[Arg::Rule(Algo::Log)];
-    Queue: c"rl.queue" => rate::queue, RATE, rate_arity(Algo::Queue),
+    Queue: c"rl.queue" => |c, a| rate::rate(c, a, Algo::Queue), RATE, rate_arity(Algo::Queue),
         c"Leaky bucket as a queue: one request per interval_ms, capacity waiting", c"O(1)",
         &[Arg::Rule(Algo::Queue)];
-    Acquire: c"rl.acquire" => rate::acquire, RATE, rate_arity(Algo::Concurrency),
+    Acquire: c"rl.acquire" => |c, a| rate::rate(c, a, Algo::Concurrency), RATE,
+        rate_arity(Algo::Concurrency),
         c"Concurrency limit: acquires a lease of lease_ms if fewer than limit are held",
         c"O(log N) where N is the number of leases held",
         &[Arg::Rule(Algo::Concurrency)];

@@ -19,7 +19,7 @@ use crate::algos::{ALL_RULE_OPTIONS, OPTIONS};
 use crate::args::{leading_options, positive};
 use crate::clock;
 use crate::datatype::{Held, Pending};
-use crate::error::{Error, ALL_DUPLICATE, ALL_NUMKEYS, ALL_RULES, SYNTAX};
+use crate::error::{Error, ALL_DUPLICATE, ALL_NUMKEYS, SYNTAX};
 use crate::rm::{self, Ctx, Key, RStr};
 use crate::rule::{Outcome, Request, Rule};
 use crate::state::Algo;
@@ -42,15 +42,15 @@ fn is_option(word: &[u8]) -> bool {
 /// options: `COST n` (0 peeks), `RESERVE r`, and `STAGGER` for FIXED and SLIDING); returns
 /// it and how many arguments it took.
 fn parse_item<'a>(key: &'a RStr, args: &[RStr]) -> Result<(Item<'a>, usize), Error> {
-    let word = rm::bytes(args.first().ok_or(Error::Static(ALL_RULES))?);
+    let word = rm::bytes(args.first().ok_or_else(Error::all_rules)?);
     let Some(algo) = Algo::of_rule_name(word) else {
         // An option the previous rule does not take (PARTIAL, BLOCK, ...) is misplaced, not
         // a missing rule.
-        return Err(Error::Static(if is_option(word) {
-            SYNTAX
+        return Err(if is_option(word) {
+            Error::Static(SYNTAX)
         } else {
-            ALL_RULES
-        }));
+            Error::all_rules()
+        });
     };
     let nums = args.get(1..).unwrap_or(&[]);
     let parsed = match parse_rule(algo, nums) {

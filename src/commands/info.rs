@@ -5,7 +5,7 @@ use crate::clock;
 use crate::datatype::{self, Slot};
 use crate::error::{Error, WRONGTYPE};
 use crate::rm::{self, Ctx, Key, RStr};
-use crate::state::State;
+use crate::state::{Algo, State};
 
 enum Val {
     Str(&'static str),
@@ -28,74 +28,66 @@ pub fn info(ctx: Ctx, args: &[RStr]) -> Result<super::Decided, Error> {
         Slot::Ours(s) => (*s).clone(),
     };
     let ttl = ("ttl_ms", Val::Signed(key.expire()));
-    let algo = ("algorithm", Val::Str(s.algo().name()));
+    let algo = || ("algorithm", Val::Str(s.algo().name()));
     let now_us = clock::now_us();
-    let mut fields: Vec<(&str, Val)> = match s.unblocked() {
-        State::Gcra(b) => vec![
-            algo,
-            ("burst", Val::Int(b.params.burst)),
-            ("count", Val::Int(b.params.count)),
-            ("period_ms", Val::Int(b.params.period_ms)),
-            ("tat_ns", Val::Int(b.tat.ns)),
-            ttl,
-        ],
-        State::TokenBucket(b) => vec![
-            algo,
-            ("capacity", Val::Int(b.params.burst)),
-            ("refill_tokens", Val::Int(b.params.count)),
-            ("refill_period_ms", Val::Int(b.params.period_ms)),
-            (
-                "tokens",
-                Val::Int(gcra::tokens(Some(b.stored()), &b.params, now_us)),
-            ),
-            ("tat_ns", Val::Int(b.tat.ns)),
-            ttl,
-        ],
-        State::Sliding(w) => vec![
-            algo,
-            ("limit", Val::Int(w.params.limit)),
-            ("window_ms", Val::Int(w.params.window_ms)),
-            ("window_start_ms", Val::Int(w.counters.start_ms)),
-            ("previous_count", Val::Int(w.counters.prev)),
-            ("current_count", Val::Int(w.counters.cur)),
-            ttl,
-        ],
-        State::Queue(b) => vec![
-            algo,
-            ("capacity", Val::Int(b.params.burst)),
-            ("interval_ms", Val::Int(b.params.period_ms)),
-            ("tat_ns", Val::Int(b.tat.ns)),
-            ttl,
-        ],
-        State::Fixed(w) => vec![
-            algo,
-            ("limit", Val::Int(w.params.limit)),
-            ("window_ms", Val::Int(w.params.window_ms)),
-            ("window_start_ms", Val::Int(w.counters.start_ms)),
-            ("count", Val::Int(w.counters.cur)),
-            ttl,
-        ],
-        State::Log(l) => vec![
-            algo,
-            ("limit", Val::Int(l.params.limit)),
-            ("window_ms", Val::Int(l.params.window_ms)),
-            ("entries", Val::Int(l.log.entries().len() as u64)),
-            ("oldest_us", Val::Int(l.log.entries().front().unwrap_or(0))),
-            ("newest_us", Val::Int(l.log.entries().back().unwrap_or(0))),
-            ttl,
-        ],
+    // The rule's numbers under their argument names (the algorithm table's), then the
+    // state's own fields.
+    let rule = |values: &[u64]| -> Vec<(&'static str, Val)> {
+        let names = s.algo().spec().args.iter();
+        let rule = names.zip(values).map(|(&n, &v)| (n, Val::Int(v)));
+        std::iter::once(algo()).chain(rule).collect()
+    };
+    let mut fields = match s.unblocked() {
+        State::Gcra(b) => {
+            let mut f = rule(&[b.params.burst, b.params.count, b.params.period_ms]);
+            f.push(("tat_ns", Val::Int(b.tat.ns)));
+            f
+        }
+        State::TokenBucket(b) => {
+            let mut f = rule(&[b.params.burst, b.params.count, b.params.period_ms]);
+            let tokens = gcra::tokens(Some(b.stored()), &b.params, now_us);
+            f.extend([("tokens", Val::Int(tokens)), ("tat_ns", Val::Int(b.tat.ns))]);
+            f
+        }
+        State::Queue(b) => {
+            let mut f = rule(&[b.params.burst, b.params.period_ms]);
+            f.push(("tat_ns", Val::Int(b.tat.ns)));
+            f
+        }
+        State::Sliding(w) | State::Fixed(w) => {
+            let mut f = rule(&[w.params.limit, w.params.window_ms]);
+            f.push(("window_start_ms", Val::Int(w.counters.start_ms)));
+            if s.algo() == Algo::Sliding {
+                f.push(("previous_count", Val::Int(w.counters.prev)));
+                f.push(("current_count", Val::Int(w.counters.cur)));
+            } else {
+                f.push(("count", Val::Int(w.counters.cur)));
+            }
+            f
+        }
+        State::Log(l) => {
+            let mut f = rule(&[l.params.limit, l.params.window_ms]);
+            let e = l.log.entries();
+            f.extend([
+                ("entries", Val::Int(e.len() as u64)),
+                ("oldest_us", Val::Int(e.front().unwrap_or(0))),
+                ("newest_us", Val::Int(e.back().unwrap_or(0))),
+            ]);
+            f
+        }
+        // Its lease argument is a maximum: RL.RENEW may ask for less.
         State::Concurrency(c) => vec![
-            algo,
+            algo(),
             ("limit", Val::Int(c.limit)),
             ("max_lease_ms", Val::Int(c.leases.max_lease_ms)),
             ("leases", Val::Int(c.leases.leases.len() as u64)),
             ("last_token", Val::Owned(c.leases.last.to_string())),
             ("horizon_us", Val::Int(c.leases.horizon_us)),
-            ttl,
         ],
         // `unblocked` never returns a blocked state.
-        State::Blocked(_) => vec![algo, ttl],
+        State::Blocked(_) => vec![algo()],
     };
+    fields.push(ttl);
     // A BLOCK penalty in force: when it ends (unix ms, rounded up), before `ttl_ms`.
     let until_us = s.blocked_until_us();
     if until_us > now_us {

@@ -60,18 +60,25 @@ pub fn dispatch(ctx: Ctx, args: &[RStr], h: Handler, stat: Stat) -> c_int {
     }
 }
 
-/// Replies the five standard fields.
-pub fn reply_decision(ctx: Ctx, d: &Decision, extra_fields: usize) {
-    rm::reply_array(ctx, 5 + extra_fields);
-    for v in [
-        u64::from(d.allowed),
-        d.limit,
-        d.remaining,
-        d.retry_after_ms,
-        d.reset_after_ms,
-    ] {
-        rm::reply_u64(ctx, v);
+/// Replies an array of `values` and room for `extra` more elements.
+pub fn reply_ints(ctx: Ctx, values: &[i64], extra: usize) {
+    rm::reply_array(ctx, values.len() + extra);
+    for &v in values {
+        rm::reply_i64(ctx, v);
     }
+}
+
+/// Replies the five standard fields, and room for `extra_fields` more.
+pub fn reply_decision(ctx: Ctx, d: &Decision, extra_fields: usize) {
+    let int = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    let fields = [
+        i64::from(d.allowed),
+        int(d.limit),
+        int(d.remaining),
+        int(d.retry_after_ms),
+        int(d.reset_after_ms),
+    ];
+    reply_ints(ctx, &fields, extra_fields);
 }
 
 /// Replies an outcome: the five fields, the command's extra field if any (QUEUE's

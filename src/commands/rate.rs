@@ -93,10 +93,12 @@ fn at_most_config(limit: u64, config: &AtomicI64, name: &'static str) -> Result<
     Ok(())
 }
 
-/// `RL.<ALGO> key numbers... [options]`: parses, runs and replies. Inlined into each
-/// command, so the rule parser's match on the algorithm folds away.
+/// `RL.<ALGO> key numbers... [options]` (RL.GCRA, RL.TOKENBUCKET, RL.SLIDING, RL.FIXED,
+/// RL.LOG, RL.QUEUE, RL.ACQUIRE: their rows in `table.rs`): parses, runs and replies.
+/// Inlined into each command's entry point, so the rule parser's match on the algorithm
+/// folds away.
 #[inline(always)]
-fn rate(ctx: Ctx, args: &[RStr], algo: Algo) -> Result<Decided, Error> {
+pub fn rate(ctx: Ctx, args: &[RStr], algo: Algo) -> Result<Decided, Error> {
     let [_, key, rest @ ..] = args else {
         return Err(Error::Arity);
     };
@@ -116,40 +118,4 @@ fn rate(ctx: Ctx, args: &[RStr], algo: Algo) -> Result<Decided, Error> {
     let out = run(ctx, key, &rule, &req)?;
     reply_outcome(ctx, &out);
     Ok(count(&req, &out))
-}
-
-/// `RL.GCRA key burst count period_ms [options]`
-pub fn gcra(ctx: Ctx, args: &[RStr]) -> Result<Decided, Error> {
-    rate(ctx, args, Algo::Gcra)
-}
-
-/// `RL.TOKENBUCKET key capacity refill_tokens refill_period_ms [options]`
-pub fn tokenbucket(ctx: Ctx, args: &[RStr]) -> Result<Decided, Error> {
-    rate(ctx, args, Algo::TokenBucket)
-}
-
-/// `RL.QUEUE key capacity interval_ms [options]`: a GCRA with one request per interval and
-/// `capacity` waiting at most.
-pub fn queue(ctx: Ctx, args: &[RStr]) -> Result<Decided, Error> {
-    rate(ctx, args, Algo::Queue)
-}
-
-/// `RL.SLIDING key limit window_ms [options] [STAGGER]`
-pub fn sliding(ctx: Ctx, args: &[RStr]) -> Result<Decided, Error> {
-    rate(ctx, args, Algo::Sliding)
-}
-
-/// `RL.FIXED key limit window_ms [options] [STAGGER]`
-pub fn fixed(ctx: Ctx, args: &[RStr]) -> Result<Decided, Error> {
-    rate(ctx, args, Algo::Fixed)
-}
-
-/// `RL.LOG key limit window_ms [options]`
-pub fn log(ctx: Ctx, args: &[RStr]) -> Result<Decided, Error> {
-    rate(ctx, args, Algo::Log)
-}
-
-/// `RL.ACQUIRE key limit lease_ms [DRYRUN]`
-pub fn acquire(ctx: Ctx, args: &[RStr]) -> Result<Decided, Error> {
-    rate(ctx, args, Algo::Concurrency)
 }

@@ -8,7 +8,7 @@ use crate::args::{non_negative, positive};
 use crate::clock;
 use crate::datatype::Pending;
 use crate::error::{Error, WRONGTYPE};
-use crate::rm::{self, Ctx, Key, RStr};
+use crate::rm::{Ctx, Key, RStr};
 use crate::state::{Algo, Bucket, State};
 use redis_module::raw;
 
@@ -120,15 +120,13 @@ pub fn throttle(ctx: Ctx, args: &[RStr]) -> Result<Decided, Error> {
 }
 
 /// redis-cell's reply: five integers.
-fn reply_cell(ctx: Ctx, reply: &cell::Reply) {
-    rm::reply_array(ctx, 5);
-    for v in [
-        i64::from(reply.limited),
-        reply.limit,
-        reply.remaining,
-        reply.retry_after_s,
-        reply.reset_after_s,
-    ] {
-        rm::reply_i64(ctx, v);
-    }
+fn reply_cell(ctx: Ctx, r: &cell::Reply) {
+    let fields = [
+        i64::from(r.limited),
+        r.limit,
+        r.remaining,
+        r.retry_after_s,
+        r.reset_after_s,
+    ];
+    super::reply_ints(ctx, &fields, 0);
 }
