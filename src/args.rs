@@ -121,6 +121,7 @@ pub fn options(
 }
 
 /// The value of option `spec` at `arg`.
+#[inline]
 fn option_value(spec: &OptSpec, arg: Option<&RStr>) -> Result<u64, Error> {
     let arg = || arg.ok_or(Error::Static(SYNTAX));
     match spec.value {
@@ -133,14 +134,16 @@ fn option_value(spec: &OptSpec, arg: Option<&RStr>) -> Result<u64, Error> {
 
 /// Parses the options at the front of `args`, stopping at the first word that is not one
 /// `takes` allows (RL.ALL: the next rule); returns them and how many arguments they took.
+#[inline]
 pub fn leading_options(
     args: &[RStr],
     limit: u64,
     limit_name: &'static str,
     takes: OptSet,
 ) -> Result<(Opts, usize), Error> {
-    // The value of each option given (a flag's is 1), by `Opt`.
-    let mut given: [Option<u64>; OPTIONS.len()] = [None; OPTIONS.len()];
+    // The options given, and the value of each (by `Opt`; a flag's is 1).
+    let mut seen = OptSet::default();
+    let mut value = [0u64; OPTIONS.len()];
     let mut i = 0;
     while let Some(arg) = args.get(i) {
         let word = rm::bytes(arg);
@@ -150,17 +153,23 @@ pub fn leading_options(
         else {
             break;
         };
-        let Some(slot @ None) = given.get_mut(spec.opt as usize) else {
+        if seen.has(spec.opt) {
             // Repeated.
             return Err(Error::Static(SYNTAX));
-        };
-        *slot = Some(option_value(spec, args.get(i + 1))?);
+        }
+        seen = seen.with(spec.opt);
+        if let Some(v) = value.get_mut(spec.opt as usize) {
+            *v = option_value(spec, args.get(i + 1))?;
+        }
         i += if spec.value == Value::Flag { 1 } else { 2 };
     }
-    let get = |o: Opt| given.get(o as usize).copied().flatten();
+    let get = |o: Opt| {
+        seen.has(o)
+            .then(|| value.get(o as usize).copied().unwrap_or(0))
+    };
     let (cost, refund, block) = (get(Opt::Cost), get(Opt::Refund), get(Opt::Block));
-    let partial = get(Opt::Partial).is_some();
-    let reserve_set = get(Opt::Reserve).is_some();
+    let partial = seen.has(Opt::Partial);
+    let reserve_set = seen.has(Opt::Reserve);
     let reserve = get(Opt::Reserve).unwrap_or(0);
     let ask = match (cost, refund) {
         // A refund is not a request: it takes no cost, grant, reserve or penalty.
@@ -194,8 +203,8 @@ pub fn leading_options(
         partial,
         reserve,
         block_ms: block.unwrap_or(0),
-        stagger: get(Opt::Stagger).is_some(),
-        dryrun: get(Opt::DryRun).is_some(),
+        stagger: seen.has(Opt::Stagger),
+        dryrun: seen.has(Opt::DryRun),
     };
     Ok((opts, i))
 }
