@@ -304,6 +304,7 @@ pub fn tokens(s: Option<Stored>, p: &Params, now_us: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::algo::testutil::clock_step;
     use proptest::prelude::*;
 
     const T0: u64 = 1_700_000_040_000_000; // µs, aligned to a minute
@@ -612,15 +613,6 @@ mod tests {
         (1u64..20, 1u64..10, 1u64..5_000).prop_map(|(b, c, per)| p(b, c, per))
     }
 
-    /// Clock steps: mostly small moves either way, some large jumps back and forward.
-    fn clock_step() -> impl Strategy<Value = i64> {
-        prop_oneof![
-            6 => -3_000_000i64..3_000_000,
-            1 => -100_000_000_000i64..-1_000_000,
-            1 => 1_000_000i64..100_000_000_000,
-        ]
-    }
-
     proptest! {
         /// (a) For any two admitted requests i <= j, the cost admitted between them is at
         /// most `burst + (K_j - K_i) / T`, where K is the key's own time (the latest time it
@@ -630,7 +622,14 @@ mod tests {
         #[test]
         fn time_never_runs_backwards(
             p in arb_params(),
-            steps in prop::collection::vec((clock_step(), 1u64..5), 1..80),
+            steps in prop::collection::vec((
+                clock_step(
+                    -3_000_000..3_000_000,
+                    -100_000_000_000..-1_000_000,
+                    1_000_000..100_000_000_000,
+                ),
+                1u64..5,
+            ), 1..80),
         ) {
             let mut s = None;
             let mut now = (T0 + 200_000_000_000) as i64;

@@ -221,6 +221,7 @@ impl Leases {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::algo::testutil::clock_step;
     use proptest::prelude::*;
 
     const T0: u64 = 1_700_000_040_000_000;
@@ -534,11 +535,7 @@ mod tests {
             limit in 1u64..6, lease_ms in 1u64..5000,
             steps in prop::collection::vec((
                 0u64..4,
-                prop_oneof![
-                    6 => -500_000i64..2_000_000,
-                    1 => -60_000_000i64..-1_000_000,
-                    1 => 1_000_000i64..60_000_000,
-                ],
+                clock_step(-500_000..2_000_000, -60_000_000..-1_000_000, 1_000_000..60_000_000),
                 0usize..8,
             ), 1..100),
         ) {
