@@ -31,7 +31,7 @@
 //! Tokens are unique in every state the algorithm writes; a decoded state with repeated
 //! tokens is kept as it is (the node index breaks ties) and never makes a call panic.
 
-use super::lease::{Lease, Token};
+use super::lease::{Held, Lease, Token};
 
 /// Most leases the small form holds (Redis: `zset-max-listpack-entries` 128).
 pub const SMALL_MAX: usize = 128;
@@ -163,103 +163,6 @@ impl LeaseSet {
         }
     }
 
-    /// Leases live at `at_us` (expiring after it).
-    pub fn count_live(&self, at_us: u64) -> u64 {
-        match &self.0 {
-            Repr::Small(v) => v.iter().filter(|e| e[0] > at_us).count() as u64,
-            Repr::Large(l) => l.count_after(at_us),
-        }
-    }
-
-    /// The earliest expiry of a lease live at `at_us`.
-    pub fn first_live(&self, at_us: u64) -> Option<u64> {
-        match &self.0 {
-            Repr::Small(v) => v.iter().map(|e| e[0]).filter(|&e| e > at_us).min(),
-            Repr::Large(l) => l.first_after(at_us),
-        }
-    }
-
-    /// The latest expiry of any lease held.
-    pub fn last_expiry(&self) -> Option<u64> {
-        match &self.0 {
-            Repr::Small(v) => v.iter().map(|e| e[0]).max(),
-            Repr::Large(l) => l.last(),
-        }
-    }
-
-    /// The expiry of the lease with `token`, if it is live at `at_us`.
-    pub fn live_expiry(&self, token: Token, at_us: u64) -> Option<u64> {
-        let e = match &self.0 {
-            Repr::Small(v) => small_find(v, token).and_then(|i| v.get(i)).map(|e| e[0]),
-            Repr::Large(l) => l
-                .find(token)
-                .and_then(|i| l.live_node(i))
-                .map(|n| n.expiry_us),
-        }?;
-        (e > at_us).then_some(e)
-    }
-
-    /// Adds a lease (its token is normally above every token held).
-    pub fn insert(&mut self, lease: Lease) {
-        if let Repr::Small(v) = &mut self.0 {
-            if let (Some(t), true) = (pack_token(lease.token), v.len() < SMALL_MAX) {
-                let at = v.partition_point(|e| e[1] <= t);
-                if v.len() == v.capacity() {
-                    v.reserve_exact(small_capacity(v.len() + 1) - v.len());
-                }
-                v.insert(at, [lease.expiry_us, t]);
-                return;
-            }
-            let mut large = Large::default();
-            for l in v.iter().map(unpack) {
-                large.insert(l);
-            }
-            self.0 = Repr::Large(Box::new(large));
-        }
-        if let Repr::Large(l) = &mut self.0 {
-            l.insert(lease);
-        }
-    }
-
-    /// Removes the lease with `token`; whether there was one.
-    pub fn remove(&mut self, token: Token) -> bool {
-        let removed = match &mut self.0 {
-            Repr::Small(v) => match small_find(v, token) {
-                Some(i) => {
-                    v.remove(i);
-                    true
-                }
-                None => false,
-            },
-            Repr::Large(l) => l.remove(token),
-        };
-        self.maybe_shrink();
-        removed
-    }
-
-    /// Sets the expiry of the lease with `token`; whether there is one.
-    pub fn set_expiry(&mut self, token: Token, expiry_us: u64) -> bool {
-        match &mut self.0 {
-            Repr::Small(v) => match small_find(v, token).and_then(|i| v.get_mut(i)) {
-                Some(e) => {
-                    e[0] = expiry_us;
-                    true
-                }
-                None => false,
-            },
-            Repr::Large(l) => l.set_expiry(token, expiry_us),
-        }
-    }
-
-    /// Drops the leases expired at `at_us`.
-    pub fn purge(&mut self, at_us: u64) {
-        match &mut self.0 {
-            Repr::Small(v) => v.retain(|e| e[0] > at_us),
-            Repr::Large(l) => l.purge(at_us),
-        }
-        self.maybe_shrink();
-    }
-
     /// A large store down to [`SMALL_MIN`] leases goes back to the small form (when its
     /// tokens fit).
     fn maybe_shrink(&mut self) {
@@ -304,6 +207,97 @@ impl LeaseSet {
                     + l.by_token.capacity() * std::mem::size_of::<u32>()
             }
         }
+    }
+}
+
+impl Held for LeaseSet {
+    fn count_live(&self, at_us: u64) -> u64 {
+        match &self.0 {
+            Repr::Small(v) => v.iter().filter(|e| e[0] > at_us).count() as u64,
+            Repr::Large(l) => l.count_after(at_us),
+        }
+    }
+
+    fn first_live(&self, at_us: u64) -> Option<u64> {
+        match &self.0 {
+            Repr::Small(v) => v.iter().map(|e| e[0]).filter(|&e| e > at_us).min(),
+            Repr::Large(l) => l.first_after(at_us),
+        }
+    }
+
+    fn last_expiry(&self) -> Option<u64> {
+        match &self.0 {
+            Repr::Small(v) => v.iter().map(|e| e[0]).max(),
+            Repr::Large(l) => l.last(),
+        }
+    }
+
+    fn live_expiry(&self, token: Token, at_us: u64) -> Option<u64> {
+        let e = match &self.0 {
+            Repr::Small(v) => small_find(v, token).and_then(|i| v.get(i)).map(|e| e[0]),
+            Repr::Large(l) => l
+                .find(token)
+                .and_then(|i| l.live_node(i))
+                .map(|n| n.expiry_us),
+        }?;
+        (e > at_us).then_some(e)
+    }
+
+    fn insert(&mut self, lease: Lease) {
+        if let Repr::Small(v) = &mut self.0 {
+            if let (Some(t), true) = (pack_token(lease.token), v.len() < SMALL_MAX) {
+                let at = v.partition_point(|e| e[1] <= t);
+                if v.len() == v.capacity() {
+                    v.reserve_exact(small_capacity(v.len() + 1) - v.len());
+                }
+                v.insert(at, [lease.expiry_us, t]);
+                return;
+            }
+            let mut large = Large::default();
+            for l in v.iter().map(unpack) {
+                large.insert(l);
+            }
+            self.0 = Repr::Large(Box::new(large));
+        }
+        if let Repr::Large(l) = &mut self.0 {
+            l.insert(lease);
+        }
+    }
+
+    fn remove(&mut self, token: Token) -> bool {
+        let removed = match &mut self.0 {
+            Repr::Small(v) => match small_find(v, token) {
+                Some(i) => {
+                    v.remove(i);
+                    true
+                }
+                None => false,
+            },
+            Repr::Large(l) => l.remove(token),
+        };
+        self.maybe_shrink();
+        removed
+    }
+
+    fn set_expiry(&mut self, token: Token, expiry_us: u64) -> bool {
+        match &mut self.0 {
+            Repr::Small(v) => match small_find(v, token).and_then(|i| v.get_mut(i)) {
+                Some(e) => {
+                    e[0] = expiry_us;
+                    true
+                }
+                None => false,
+            },
+            Repr::Large(l) => l.set_expiry(token, expiry_us),
+        }
+    }
+
+    fn purge(&mut self, at_us: u64) {
+        match &mut self.0 {
+            Repr::Small(v) => v.retain(|e| e[0] > at_us),
+            Repr::Large(l) => l.purge(at_us),
+        }
+        self.maybe_shrink();
     }
 }
 
