@@ -303,17 +303,25 @@ mod tests {
         }
     }
 
+    /// A fresh key after `n` ACQUIREs under `p`, `step_us` apart from T0, each of them
+    /// granted: the key, the tokens and each grant's `remaining`.
+    fn acquired(p: &Params, n: u64, step_us: u64) -> (Leases, Vec<Token>, Vec<u64>) {
+        let mut s = Leases::default();
+        let (mut toks, mut remaining) = (vec![], vec![]);
+        for i in 0..n {
+            let (d, t, _) = s.acquire(p, T0 + i * step_us, true);
+            assert!(d.allowed, "ACQUIRE {i}");
+            toks.extend(t);
+            remaining.push(d.remaining);
+        }
+        (s, toks, remaining)
+    }
+
     #[test]
     fn limit_release_expiry_renew() {
         let p = Params::new(3, 10_000).unwrap();
-        let mut s = Leases::default();
-        let mut toks = vec![];
-        for i in 0..3u64 {
-            let (d, t, _) = s.acquire(&p, T0 + i * 1_000_000, true);
-            assert!(d.allowed);
-            assert_eq!(d.remaining, 2 - i);
-            toks.push(t.unwrap());
-        }
+        let (mut s, toks, remaining) = acquired(&p, 3, 1_000_000);
+        assert_eq!(remaining, [2, 1, 0]);
         assert_eq!(
             toks[0],
             Token {
@@ -408,12 +416,7 @@ mod tests {
 
     #[test]
     fn grows_past_the_small_form_and_back() {
-        let p = Params::new(1_000, 60_000).unwrap();
-        let mut s = Leases::default();
-        let mut toks = vec![];
-        for i in 0..600u64 {
-            toks.push(s.acquire(&p, T0 + i * 10, true).1.unwrap());
-        }
+        let (mut s, toks, _) = acquired(&Params::new(1_000, 60_000).unwrap(), 600, 10);
         assert_eq!(s.live_count(T0 + 6_000), 600);
         assert!(s.leases.is_large());
         let large = s.leases.heap_bytes();
@@ -437,11 +440,7 @@ mod tests {
 
     #[test]
     fn small_form_is_sixteen_bytes_a_lease() {
-        let p = Params::new(100, 60_000).unwrap();
-        let mut s = Leases::default();
-        for i in 0..10u64 {
-            s.acquire(&p, T0 + i, true);
-        }
+        let (s, _, _) = acquired(&Params::new(100, 60_000).unwrap(), 10, 1);
         assert_eq!(s.leases.heap_bytes(), 160);
         assert!(std::mem::size_of::<Leases>() <= 56);
     }
