@@ -396,6 +396,22 @@ impl Large {
         }
     }
 
+    /// `t`'s left child (`left`) or its right one.
+    fn child(&self, t: u32, left: bool) -> u32 {
+        self.node(t).map_or(NIL, |n| if left { n.l } else { n.r })
+    }
+
+    /// Replaces `t`'s left child (`left`) or its right one by `c`; returns `t`.
+    fn set_child(&mut self, t: u32, left: bool, c: u32) -> u32 {
+        let (l, r) = (self.child(t, true), self.child(t, false));
+        if left {
+            self.link(t, c, r);
+        } else {
+            self.link(t, l, c);
+        }
+        t
+    }
+
     /// Splits the subtree `t` into the keys below `key` and the others.
     fn split(&mut self, t: u32, key: Key) -> (u32, u32) {
         let (Some(k), Some(n)) = (self.key(t), self.node(t)) else {
@@ -439,48 +455,34 @@ impl Large {
             self.link(x, NIL, NIL);
             return x;
         };
-        let (l, r) = (n.l, n.r);
         if xn.prio > n.prio {
             let (a, b) = self.split(t, kx);
             self.link(x, a, b);
             return x;
         }
-        if kx < kt {
-            let c = self.insert_at(l, x);
-            self.link(t, c, r);
-        } else {
-            let c = self.insert_at(r, x);
-            self.link(t, l, c);
-        }
-        t
+        // Into the subtree on x's side.
+        let left = kx < kt;
+        let c = self.insert_at(self.child(t, left), x);
+        self.set_child(t, left, c)
     }
 
     /// Takes the node with `key` out of the subtree `t` (its size becomes 0); returns the
     /// new subtree.
     fn remove_at(&mut self, t: u32, key: Key) -> u32 {
-        let (Some(n), Some(k)) = (self.node(t), self.key(t)) else {
+        let Some(k) = self.key(t) else {
             return NIL;
         };
-        let (l, r) = (n.l, n.r);
-        match key.cmp(&k) {
-            std::cmp::Ordering::Less => {
-                let c = self.remove_at(l, key);
-                self.link(t, c, r);
-                t
-            }
-            std::cmp::Ordering::Greater => {
-                let c = self.remove_at(r, key);
-                self.link(t, l, c);
-                t
-            }
-            std::cmp::Ordering::Equal => {
-                let m = self.merge(l, r);
-                if let Some(n) = self.nodes.get_mut(t as usize) {
-                    (n.l, n.r, n.size) = (NIL, NIL, 0);
-                }
-                m
-            }
+        if key != k {
+            // From the subtree on the key's side.
+            let left = key < k;
+            let c = self.remove_at(self.child(t, left), key);
+            return self.set_child(t, left, c);
         }
+        let m = self.merge(self.child(t, true), self.child(t, false));
+        if let Some(n) = self.nodes.get_mut(t as usize) {
+            (n.l, n.r, n.size) = (NIL, NIL, 0);
+        }
+        m
     }
 
     /// Leases expiring after `at_us`: one walk from the root.
@@ -511,22 +513,22 @@ impl Large {
         best
     }
 
-    fn first(&self) -> Option<u64> {
+    /// The earliest expiry (`left`) or the latest: the end of the leftmost or rightmost path.
+    fn edge(&self, left: bool) -> Option<u64> {
         let (mut t, mut best) = (self.root, None);
         while let Some(n) = self.node(t) {
             best = Some(n.expiry_us);
-            t = n.l;
+            t = if left { n.l } else { n.r };
         }
         best
     }
 
+    fn first(&self) -> Option<u64> {
+        self.edge(true)
+    }
+
     fn last(&self) -> Option<u64> {
-        let (mut t, mut best) = (self.root, None);
-        while let Some(n) = self.node(t) {
-            best = Some(n.expiry_us);
-            t = n.r;
-        }
-        best
+        self.edge(false)
     }
 
     /// The live node with `token` (the first, for repeated tokens of a decoded state).
