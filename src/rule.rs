@@ -689,6 +689,7 @@ mod tests {
         assert_eq!(g.log.entries().iter().collect::<Vec<_>>(), vec![T0]);
     }
 
+    use crate::algo::testutil::clock_step;
     use proptest::prelude::*;
 
     fn any_rule() -> impl Strategy<Value = Rule> {
@@ -731,11 +732,7 @@ mod tests {
             fn refusals_write_nothing_and_ttls_hold(
                 rule in any_rule(),
                 steps in prop::collection::vec((
-                    prop_oneof![
-                        6 => -2_000_000i64..2_000_000,
-                        1 => -100_000_000i64..-1,
-                        1 => 1i64..100_000_000,
-                    ],
+                    clock_step(-2_000_000..2_000_000, -100_000_000..-1, 1..100_000_000),
                     1u64..8,
                     prop::bool::weighted(0.8),
                 ), 1..60),
@@ -776,11 +773,7 @@ mod tests {
             fn options_follow_the_units_a_peek_counts(
                 rule in any_rule().prop_filter("rate commands", |r| !matches!(r, Rule::Acquire(_))),
                 steps in prop::collection::vec((
-                    prop_oneof![
-                        6 => -2_000_000i64..2_000_000,
-                        1 => -100_000_000i64..-1,
-                        1 => 1i64..100_000_000,
-                    ],
+                    clock_step(-2_000_000..2_000_000, -100_000_000..-1, 1..100_000_000),
                     0u64..9,
                     0u8..4,
                     0u64..8,

@@ -304,6 +304,7 @@ pub fn tokens(s: Option<Stored>, p: &Params, now_us: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::algo::testutil::clock_step;
     use proptest::prelude::*;
 
     const T0: u64 = 1_700_000_040_000_000; // µs, aligned to a minute
@@ -349,6 +350,13 @@ mod tests {
             *k = Some(Key { tat, rule: *p });
         }
         d
+    }
+
+    /// A fresh key after one admitted request of `cost` under `rule` at `now_us`.
+    fn spent(rule: &Params, cost: u64, now_us: u64) -> Option<Key> {
+        let mut k = None;
+        assert!(hit_key(&mut k, rule, cost, now_us).allowed);
+        k
     }
 
     #[test]
@@ -467,8 +475,7 @@ mod tests {
         // 10 per hour, all 10 spent; now 10 per second: free after one second.
         let hourly = p(10, 10, 3_600_000);
         let fast = p(10, 10, 1000);
-        let mut k = None;
-        assert!(hit_key(&mut k, &hourly, 10, T0).allowed);
+        let mut k = spent(&hourly, 10, T0);
         // The first request under the new rule is refused, and stores the re-timed state
         // (the rule change taking effect): the caller is free a second later.
         let d = hit_key(&mut k, &fast, 1, T0);
@@ -485,8 +492,7 @@ mod tests {
             10
         );
         // Half an interval used: rounded up to a whole unit of the new interval.
-        let mut k = None;
-        hit_key(&mut k, &hourly, 3, T0);
+        let mut k = spent(&hourly, 3, T0);
         // 15 min later: lead 18 - 15 = 3 min = half a unit of 6 min -> 1 unit of 100 ms.
         let d = decide(k.as_ref().map(Key::stored), &fast, 1, T0 + 900_000_000).0;
         assert_eq!((d.allowed, d.remaining, d.reset_after_ms), (true, 8, 200));
@@ -502,8 +508,7 @@ mod tests {
     #[test]
     fn a_re_timed_lead_is_capped_at_the_longest_span() {
         // A million units of 1 ms become a million of 10^12 ms: capped at 10^12 ms.
-        let mut k = None;
-        hit_key(&mut k, &p(1_000_000, 1_000_000, 1_000_000), 1_000_000, T0);
+        let k = spent(&p(1_000_000, 1_000_000, 1_000_000), 1_000_000, T0);
         let slow = p(1, 1, MAX_SPAN_MS);
         let s = k.as_ref().map(Key::stored);
         assert_eq!(delay_ms(s, &slow, T0), MAX_SPAN_MS);
@@ -520,8 +525,7 @@ mod tests {
         // redis-cell's case: 100 at once under burst 100, 1 per second; then burst 5.
         let big = p(100, 1, 1000);
         let small = p(5, 1, 1000);
-        let mut k = None;
-        assert!(hit_key(&mut k, &big, 100, T0).allowed);
+        let k = spent(&big, 100, T0);
         let (d, next) = decide(k.as_ref().map(Key::stored), &small, 1, T0);
         assert_eq!(
             (d.allowed, d.remaining, d.retry_after_ms, d.reset_after_ms),
@@ -547,8 +551,7 @@ mod tests {
         // and stored (the rule change taking effect; its TTL counts the hour).
         let hourly = p(10, 10, 3_600_000);
         let fast = p(20, 10, 1000);
-        let mut k = None;
-        hit_key(&mut k, &hourly, 10, T0 + HOUR_US);
+        let k = spent(&hourly, 10, T0 + HOUR_US);
         let (d, next) = decide(k.as_ref().map(Key::stored), &fast, 1, T0);
         assert_eq!(
             (d.allowed, d.remaining, d.retry_after_ms, d.reset_after_ms),
@@ -562,9 +565,7 @@ mod tests {
 
     #[test]
     fn view_ns_for_redis_cell() {
-        let mut k = None;
-        let p1 = p(100, 1, 1000);
-        hit_key(&mut k, &p1, 100, T0);
+        let k = spent(&p(100, 1, 1000), 100, T0);
         let s = k.as_ref().map(Key::stored).unwrap();
         // Same interval: the TAT as it is.
         assert_eq!(
@@ -612,15 +613,6 @@ mod tests {
         (1u64..20, 1u64..10, 1u64..5_000).prop_map(|(b, c, per)| p(b, c, per))
     }
 
-    /// Clock steps: mostly small moves either way, some large jumps back and forward.
-    fn clock_step() -> impl Strategy<Value = i64> {
-        prop_oneof![
-            6 => -3_000_000i64..3_000_000,
-            1 => -100_000_000_000i64..-1_000_000,
-            1 => 1_000_000i64..100_000_000_000,
-        ]
-    }
-
     proptest! {
         /// (a) For any two admitted requests i <= j, the cost admitted between them is at
         /// most `burst + (K_j - K_i) / T`, where K is the key's own time (the latest time it
@@ -630,7 +622,14 @@ mod tests {
         #[test]
         fn time_never_runs_backwards(
             p in arb_params(),
-            steps in prop::collection::vec((clock_step(), 1u64..5), 1..80),
+            steps in prop::collection::vec((
+                clock_step(
+                    -3_000_000..3_000_000,
+                    -100_000_000_000..-1_000_000,
+                    1_000_000..100_000_000_000,
+                ),
+                1u64..5,
+            ), 1..80),
         ) {
             let mut s = None;
             let mut now = (T0 + 200_000_000_000) as i64;

@@ -65,9 +65,34 @@ impl Params {
     }
 }
 
-/// The leases of one key.
+/// What the algorithm asks of the leases one key holds (including expired ones not yet
+/// purged). [`LeaseSet`] answers every question in O(log n); the tests hold the leases in a
+/// plain vector too, every question a scan, and check that both answer alike.
+pub trait Held {
+    /// Leases live at `at_us` (expiring after it).
+    fn count_live(&self, at_us: u64) -> u64;
+    /// The earliest expiry of a lease live at `at_us`.
+    fn first_live(&self, at_us: u64) -> Option<u64>;
+    /// The latest expiry of any lease held.
+    fn last_expiry(&self) -> Option<u64>;
+    /// The expiry of the lease with `token`, if it is live at `at_us`.
+    fn live_expiry(&self, token: Token, at_us: u64) -> Option<u64>;
+    /// Adds a lease (its token is normally above every token held).
+    fn insert(&mut self, lease: Lease);
+    /// Removes the lease with `token`; whether there was one.
+    fn remove(&mut self, token: Token) -> bool;
+    /// Sets the expiry of the lease with `token`; whether there is one.
+    fn set_expiry(&mut self, token: Token, expiry_us: u64) -> bool;
+    /// Drops the leases expired at `at_us`.
+    fn purge(&mut self, at_us: u64);
+}
+
+/// The leases of one key, as the module stores them.
+pub type Leases = LeasesIn<LeaseSet>;
+
+/// The leases of one key, held in `S`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Leases {
+pub struct LeasesIn<S> {
     /// The last token granted.
     pub last: Token,
     /// The instant the key may vanish, µs: the last live lease's expiry, and never before
@@ -78,7 +103,7 @@ pub struct Leases {
     /// Leases, possibly including expired ones not yet purged (a write purges them; a
     /// refused or dry-run ACQUIRE writes nothing). Every question below is O(log n) in
     /// them, whatever number has expired ([`LeaseSet`]).
-    pub leases: LeaseSet,
+    pub leases: S,
 }
 
 /// The largest token time a state may hold (the codec refuses more): twice the latest module
@@ -92,7 +117,7 @@ fn ms_until(at_us: u64, now_us: u64) -> u64 {
     ))
 }
 
-impl Leases {
+impl<S: Held> LeasesIn<S> {
     /// The effective now: never before the last token's ms (the key's own time: every
     /// acquisition's token carries it).
     #[inline]
@@ -221,177 +246,82 @@ impl Leases {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::algo::testutil::clock_step;
     use proptest::prelude::*;
 
     const T0: u64 = 1_700_000_040_000_000;
 
     /// The leases as they were kept before [`LeaseSet`]: a plain vector, every question a
-    /// scan. The store must decide, reply and hold exactly what this one does.
-    #[derive(Debug, Clone, PartialEq, Eq, Default)]
-    struct Reference {
-        /// The last token granted.
-        last: Token,
-        /// The instant the key may vanish, µs: the last live lease's expiry, and never before
-        /// the ms after the last token's.
-        horizon_us: u64,
-        /// The longest lease ever granted or renewed, ms (informational: RL.INFO shows it).
-        max_lease_ms: u64,
-        /// Leases, possibly including expired ones not yet purged.
-        leases: Vec<Lease>,
+    /// scan. The store must answer, and so the algorithm decide, reply and hold, exactly what
+    /// this one does.
+    type Reference = LeasesIn<Vec<Lease>>;
+
+    impl Held for Vec<Lease> {
+        fn count_live(&self, at_us: u64) -> u64 {
+            self.iter().filter(|l| l.expiry_us > at_us).count() as u64
+        }
+
+        fn first_live(&self, at_us: u64) -> Option<u64> {
+            self.iter()
+                .map(|l| l.expiry_us)
+                .filter(|&e| e > at_us)
+                .min()
+        }
+
+        fn last_expiry(&self) -> Option<u64> {
+            self.iter().map(|l| l.expiry_us).max()
+        }
+
+        fn live_expiry(&self, token: Token, at_us: u64) -> Option<u64> {
+            self.iter()
+                .find(|l| l.token == token && l.expiry_us > at_us)
+                .map(|l| l.expiry_us)
+        }
+
+        fn insert(&mut self, lease: Lease) {
+            self.push(lease);
+        }
+
+        fn remove(&mut self, token: Token) -> bool {
+            let Some(i) = self.iter().position(|l| l.token == token) else {
+                return false;
+            };
+            self.swap_remove(i);
+            true
+        }
+
+        fn set_expiry(&mut self, token: Token, expiry_us: u64) -> bool {
+            let Some(l) = self.iter_mut().find(|l| l.token == token) else {
+                return false;
+            };
+            l.expiry_us = expiry_us;
+            true
+        }
+
+        fn purge(&mut self, at_us: u64) {
+            self.retain(|l| l.expiry_us > at_us);
+        }
     }
 
-    impl Reference {
-        /// The effective now: never before the last token's ms (the key's own time: every
-        /// acquisition's token carries it).
-        #[inline]
-        fn effective_us(&self, now_us: u64) -> u64 {
-            now_us.max(self.last.ms.saturating_mul(US_PER_MS))
+    /// A fresh key after `n` ACQUIREs under `p`, `step_us` apart from T0, each of them
+    /// granted: the key, the tokens and each grant's `remaining`.
+    fn acquired(p: &Params, n: u64, step_us: u64) -> (Leases, Vec<Token>, Vec<u64>) {
+        let mut s = Leases::default();
+        let (mut toks, mut remaining) = (vec![], vec![]);
+        for i in 0..n {
+            let (d, t, _) = s.acquire(p, T0 + i * step_us, true);
+            assert!(d.allowed, "ACQUIRE {i}");
+            toks.extend(t);
+            remaining.push(d.remaining);
         }
-
-        /// Expiries of the leases live at the effective instant `at_us`.
-        fn live(&self, at_us: u64) -> impl Iterator<Item = (usize, u64)> + '_ {
-            self.leases
-                .iter()
-                .enumerate()
-                .map(|(i, l)| (i, l.expiry_us))
-                .filter(move |&(_, e)| e > at_us)
-        }
-
-        /// Drops leases expired at `at_us` and recomputes the horizon (only when writing).
-        fn purge(&mut self, at_us: u64) {
-            self.leases.retain(|l| l.expiry_us > at_us);
-            let last = self.leases.iter().map(|l| l.expiry_us).max().unwrap_or(0);
-            let after_token = self.last.ms.saturating_add(1).saturating_mul(US_PER_MS);
-            self.horizon_us = last.max(after_token);
-        }
-
-        /// ms from `now_us` until the key is back to fresh (its TTL), as of the effective
-        /// instant `at_us`.
-        fn reset_after_ms(&self, at_us: u64, now_us: u64) -> u64 {
-            let last = self.live(at_us).map(|(_, e)| e).max().unwrap_or(0);
-            ms_until(last.max(self.horizon_us), now_us)
-        }
-
-        /// `RL.ACQUIRE`: grants a lease if fewer than `limit` are live, as of the effective now.
-        /// Returns the decision, the token granted (or that would be granted, with `commit`
-        /// false), and whether the state changed (granted, when `commit`); a refusal changes
-        /// nothing.
-        fn acquire(
-            &mut self,
-            p: &Params,
-            now_us: u64,
-            commit: bool,
-        ) -> (Decision, Option<Token>, bool) {
-            let at = self.effective_us(now_us);
-            let live = self.live(at).count() as u64;
-            if live >= p.limit {
-                let first = self.live(at).map(|(_, e)| e).min().unwrap_or(at);
-                let d = Decision {
-                    allowed: false,
-                    limit: p.limit,
-                    remaining: 0,
-                    retry_after_ms: ms_until(first, now_us).max(1),
-                    reset_after_ms: self.reset_after_ms(at, now_us),
-                };
-                return (d, None, false);
-            }
-            let at_ms = at / US_PER_MS;
-            let token = if at_ms > self.last.ms {
-                Token { ms: at_ms, seq: 0 }
-            } else if self.last.seq < u64::MAX {
-                Token {
-                    ms: self.last.ms,
-                    seq: self.last.seq + 1,
-                }
-            } else {
-                // 2^64 tokens in one ms: move to the next ms rather than repeat a token.
-                Token {
-                    ms: self.last.ms.saturating_add(1).min(MAX_TOKEN_MS),
-                    seq: 0,
-                }
-            };
-            let expiry = at.saturating_add(p.lease_ms.saturating_mul(US_PER_MS));
-            let reset =
-                ms_until(expiry.max(self.horizon_us), now_us).max(self.reset_after_ms(at, now_us));
-            if commit {
-                self.purge(at);
-                if self.leases.is_empty() {
-                    // A key's first lease: no room for growth it may never need.
-                    self.leases.reserve_exact(1);
-                }
-                self.leases.push(Lease {
-                    expiry_us: expiry,
-                    token,
-                });
-                self.last = token;
-                self.horizon_us = self.horizon_us.max(expiry);
-                self.max_lease_ms = self.max_lease_ms.max(p.lease_ms);
-            }
-            let d = Decision {
-                allowed: true,
-                limit: p.limit,
-                remaining: p.limit - live - 1,
-                retry_after_ms: 0,
-                reset_after_ms: reset,
-            };
-            (d, Some(token), commit)
-        }
-
-        fn find(&self, token: Token, at_us: u64) -> Option<usize> {
-            self.live(at_us)
-                .find(|&(i, _)| self.leases.get(i).is_some_and(|l| l.token == token))
-                .map(|(i, _)| i)
-        }
-
-        /// `RL.RELEASE`: ends the live lease with `token`; false (and no change) if none.
-        fn release(&mut self, token: Token, now_us: u64) -> bool {
-            let at = self.effective_us(now_us);
-            let Some(i) = self.find(token, at) else {
-                return false;
-            };
-            self.leases.swap_remove(i);
-            self.purge(at);
-            true
-        }
-
-        /// `RL.RENEW`: sets the live lease's expiry to `lease_ms` after the effective now; false
-        /// if none.
-        fn renew(&mut self, token: Token, lease_ms: u64, now_us: u64) -> bool {
-            let at = self.effective_us(now_us);
-            let Some(i) = self.find(token, at) else {
-                return false;
-            };
-            let expiry = at.saturating_add(lease_ms.saturating_mul(US_PER_MS));
-            if let Some(l) = self.leases.get_mut(i) {
-                l.expiry_us = expiry;
-            }
-            self.max_lease_ms = self.max_lease_ms.max(lease_ms);
-            self.purge(at);
-            true
-        }
-
-        /// Live leases at `now_us` (as of the effective now).
-        fn live_count(&self, now_us: u64) -> u64 {
-            self.live(self.effective_us(now_us)).count() as u64
-        }
-
-        /// TTL after a RELEASE or RENEW at `now_us`.
-        fn ttl_ms(&self, now_us: u64) -> u64 {
-            self.reset_after_ms(self.effective_us(now_us), now_us)
-        }
+        (s, toks, remaining)
     }
 
     #[test]
     fn limit_release_expiry_renew() {
         let p = Params::new(3, 10_000).unwrap();
-        let mut s = Leases::default();
-        let mut toks = vec![];
-        for i in 0..3u64 {
-            let (d, t, _) = s.acquire(&p, T0 + i * 1_000_000, true);
-            assert!(d.allowed);
-            assert_eq!(d.remaining, 2 - i);
-            toks.push(t.unwrap());
-        }
+        let (mut s, toks, remaining) = acquired(&p, 3, 1_000_000);
+        assert_eq!(remaining, [2, 1, 0]);
         assert_eq!(
             toks[0],
             Token {
@@ -486,12 +416,7 @@ mod tests {
 
     #[test]
     fn grows_past_the_small_form_and_back() {
-        let p = Params::new(1_000, 60_000).unwrap();
-        let mut s = Leases::default();
-        let mut toks = vec![];
-        for i in 0..600u64 {
-            toks.push(s.acquire(&p, T0 + i * 10, true).1.unwrap());
-        }
+        let (mut s, toks, _) = acquired(&Params::new(1_000, 60_000).unwrap(), 600, 10);
         assert_eq!(s.live_count(T0 + 6_000), 600);
         assert!(s.leases.is_large());
         let large = s.leases.heap_bytes();
@@ -515,11 +440,7 @@ mod tests {
 
     #[test]
     fn small_form_is_sixteen_bytes_a_lease() {
-        let p = Params::new(100, 60_000).unwrap();
-        let mut s = Leases::default();
-        for i in 0..10u64 {
-            s.acquire(&p, T0 + i, true);
-        }
+        let (s, _, _) = acquired(&Params::new(100, 60_000).unwrap(), 10, 1);
         assert_eq!(s.leases.heap_bytes(), 160);
         assert!(std::mem::size_of::<Leases>() <= 56);
     }
@@ -534,11 +455,7 @@ mod tests {
             limit in 1u64..6, lease_ms in 1u64..5000,
             steps in prop::collection::vec((
                 0u64..4,
-                prop_oneof![
-                    6 => -500_000i64..2_000_000,
-                    1 => -60_000_000i64..-1_000_000,
-                    1 => 1_000_000i64..60_000_000,
-                ],
+                clock_step(-500_000..2_000_000, -60_000_000..-1_000_000, 1_000_000..60_000_000),
                 0usize..8,
             ), 1..100),
         ) {

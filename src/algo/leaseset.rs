@@ -31,7 +31,7 @@
 //! Tokens are unique in every state the algorithm writes; a decoded state with repeated
 //! tokens is kept as it is (the node index breaks ties) and never makes a call panic.
 
-use super::lease::{Lease, Token};
+use super::lease::{Held, Lease, Token};
 
 /// Most leases the small form holds (Redis: `zset-max-listpack-entries` 128).
 pub const SMALL_MAX: usize = 128;
@@ -163,103 +163,6 @@ impl LeaseSet {
         }
     }
 
-    /// Leases live at `at_us` (expiring after it).
-    pub fn count_live(&self, at_us: u64) -> u64 {
-        match &self.0 {
-            Repr::Small(v) => v.iter().filter(|e| e[0] > at_us).count() as u64,
-            Repr::Large(l) => l.count_after(at_us),
-        }
-    }
-
-    /// The earliest expiry of a lease live at `at_us`.
-    pub fn first_live(&self, at_us: u64) -> Option<u64> {
-        match &self.0 {
-            Repr::Small(v) => v.iter().map(|e| e[0]).filter(|&e| e > at_us).min(),
-            Repr::Large(l) => l.first_after(at_us),
-        }
-    }
-
-    /// The latest expiry of any lease held.
-    pub fn last_expiry(&self) -> Option<u64> {
-        match &self.0 {
-            Repr::Small(v) => v.iter().map(|e| e[0]).max(),
-            Repr::Large(l) => l.last(),
-        }
-    }
-
-    /// The expiry of the lease with `token`, if it is live at `at_us`.
-    pub fn live_expiry(&self, token: Token, at_us: u64) -> Option<u64> {
-        let e = match &self.0 {
-            Repr::Small(v) => small_find(v, token).and_then(|i| v.get(i)).map(|e| e[0]),
-            Repr::Large(l) => l
-                .find(token)
-                .and_then(|i| l.live_node(i))
-                .map(|n| n.expiry_us),
-        }?;
-        (e > at_us).then_some(e)
-    }
-
-    /// Adds a lease (its token is normally above every token held).
-    pub fn insert(&mut self, lease: Lease) {
-        if let Repr::Small(v) = &mut self.0 {
-            if let (Some(t), true) = (pack_token(lease.token), v.len() < SMALL_MAX) {
-                let at = v.partition_point(|e| e[1] <= t);
-                if v.len() == v.capacity() {
-                    v.reserve_exact(small_capacity(v.len() + 1) - v.len());
-                }
-                v.insert(at, [lease.expiry_us, t]);
-                return;
-            }
-            let mut large = Large::default();
-            for l in v.iter().map(unpack) {
-                large.insert(l);
-            }
-            self.0 = Repr::Large(Box::new(large));
-        }
-        if let Repr::Large(l) = &mut self.0 {
-            l.insert(lease);
-        }
-    }
-
-    /// Removes the lease with `token`; whether there was one.
-    pub fn remove(&mut self, token: Token) -> bool {
-        let removed = match &mut self.0 {
-            Repr::Small(v) => match small_find(v, token) {
-                Some(i) => {
-                    v.remove(i);
-                    true
-                }
-                None => false,
-            },
-            Repr::Large(l) => l.remove(token),
-        };
-        self.maybe_shrink();
-        removed
-    }
-
-    /// Sets the expiry of the lease with `token`; whether there is one.
-    pub fn set_expiry(&mut self, token: Token, expiry_us: u64) -> bool {
-        match &mut self.0 {
-            Repr::Small(v) => match small_find(v, token).and_then(|i| v.get_mut(i)) {
-                Some(e) => {
-                    e[0] = expiry_us;
-                    true
-                }
-                None => false,
-            },
-            Repr::Large(l) => l.set_expiry(token, expiry_us),
-        }
-    }
-
-    /// Drops the leases expired at `at_us`.
-    pub fn purge(&mut self, at_us: u64) {
-        match &mut self.0 {
-            Repr::Small(v) => v.retain(|e| e[0] > at_us),
-            Repr::Large(l) => l.purge(at_us),
-        }
-        self.maybe_shrink();
-    }
-
     /// A large store down to [`SMALL_MIN`] leases goes back to the small form (when its
     /// tokens fit).
     fn maybe_shrink(&mut self) {
@@ -304,6 +207,97 @@ impl LeaseSet {
                     + l.by_token.capacity() * std::mem::size_of::<u32>()
             }
         }
+    }
+}
+
+impl Held for LeaseSet {
+    fn count_live(&self, at_us: u64) -> u64 {
+        match &self.0 {
+            Repr::Small(v) => v.iter().filter(|e| e[0] > at_us).count() as u64,
+            Repr::Large(l) => l.count_after(at_us),
+        }
+    }
+
+    fn first_live(&self, at_us: u64) -> Option<u64> {
+        match &self.0 {
+            Repr::Small(v) => v.iter().map(|e| e[0]).filter(|&e| e > at_us).min(),
+            Repr::Large(l) => l.first_after(at_us),
+        }
+    }
+
+    fn last_expiry(&self) -> Option<u64> {
+        match &self.0 {
+            Repr::Small(v) => v.iter().map(|e| e[0]).max(),
+            Repr::Large(l) => l.last(),
+        }
+    }
+
+    fn live_expiry(&self, token: Token, at_us: u64) -> Option<u64> {
+        let e = match &self.0 {
+            Repr::Small(v) => small_find(v, token).and_then(|i| v.get(i)).map(|e| e[0]),
+            Repr::Large(l) => l
+                .find(token)
+                .and_then(|i| l.live_node(i))
+                .map(|n| n.expiry_us),
+        }?;
+        (e > at_us).then_some(e)
+    }
+
+    fn insert(&mut self, lease: Lease) {
+        if let Repr::Small(v) = &mut self.0 {
+            if let (Some(t), true) = (pack_token(lease.token), v.len() < SMALL_MAX) {
+                let at = v.partition_point(|e| e[1] <= t);
+                if v.len() == v.capacity() {
+                    v.reserve_exact(small_capacity(v.len() + 1) - v.len());
+                }
+                v.insert(at, [lease.expiry_us, t]);
+                return;
+            }
+            let mut large = Large::default();
+            for l in v.iter().map(unpack) {
+                large.insert(l);
+            }
+            self.0 = Repr::Large(Box::new(large));
+        }
+        if let Repr::Large(l) = &mut self.0 {
+            l.insert(lease);
+        }
+    }
+
+    fn remove(&mut self, token: Token) -> bool {
+        let removed = match &mut self.0 {
+            Repr::Small(v) => match small_find(v, token) {
+                Some(i) => {
+                    v.remove(i);
+                    true
+                }
+                None => false,
+            },
+            Repr::Large(l) => l.remove(token),
+        };
+        self.maybe_shrink();
+        removed
+    }
+
+    fn set_expiry(&mut self, token: Token, expiry_us: u64) -> bool {
+        match &mut self.0 {
+            Repr::Small(v) => match small_find(v, token).and_then(|i| v.get_mut(i)) {
+                Some(e) => {
+                    e[0] = expiry_us;
+                    true
+                }
+                None => false,
+            },
+            Repr::Large(l) => l.set_expiry(token, expiry_us),
+        }
+    }
+
+    fn purge(&mut self, at_us: u64) {
+        match &mut self.0 {
+            Repr::Small(v) => v.retain(|e| e[0] > at_us),
+            Repr::Large(l) => l.purge(at_us),
+        }
+        self.maybe_shrink();
     }
 }
 
@@ -402,6 +396,22 @@ impl Large {
         }
     }
 
+    /// `t`'s left child (`left`) or its right one.
+    fn child(&self, t: u32, left: bool) -> u32 {
+        self.node(t).map_or(NIL, |n| if left { n.l } else { n.r })
+    }
+
+    /// Replaces `t`'s left child (`left`) or its right one by `c`; returns `t`.
+    fn set_child(&mut self, t: u32, left: bool, c: u32) -> u32 {
+        let (l, r) = (self.child(t, true), self.child(t, false));
+        if left {
+            self.link(t, c, r);
+        } else {
+            self.link(t, l, c);
+        }
+        t
+    }
+
     /// Splits the subtree `t` into the keys below `key` and the others.
     fn split(&mut self, t: u32, key: Key) -> (u32, u32) {
         let (Some(k), Some(n)) = (self.key(t), self.node(t)) else {
@@ -445,48 +455,34 @@ impl Large {
             self.link(x, NIL, NIL);
             return x;
         };
-        let (l, r) = (n.l, n.r);
         if xn.prio > n.prio {
             let (a, b) = self.split(t, kx);
             self.link(x, a, b);
             return x;
         }
-        if kx < kt {
-            let c = self.insert_at(l, x);
-            self.link(t, c, r);
-        } else {
-            let c = self.insert_at(r, x);
-            self.link(t, l, c);
-        }
-        t
+        // Into the subtree on x's side.
+        let left = kx < kt;
+        let c = self.insert_at(self.child(t, left), x);
+        self.set_child(t, left, c)
     }
 
     /// Takes the node with `key` out of the subtree `t` (its size becomes 0); returns the
     /// new subtree.
     fn remove_at(&mut self, t: u32, key: Key) -> u32 {
-        let (Some(n), Some(k)) = (self.node(t), self.key(t)) else {
+        let Some(k) = self.key(t) else {
             return NIL;
         };
-        let (l, r) = (n.l, n.r);
-        match key.cmp(&k) {
-            std::cmp::Ordering::Less => {
-                let c = self.remove_at(l, key);
-                self.link(t, c, r);
-                t
-            }
-            std::cmp::Ordering::Greater => {
-                let c = self.remove_at(r, key);
-                self.link(t, l, c);
-                t
-            }
-            std::cmp::Ordering::Equal => {
-                let m = self.merge(l, r);
-                if let Some(n) = self.nodes.get_mut(t as usize) {
-                    (n.l, n.r, n.size) = (NIL, NIL, 0);
-                }
-                m
-            }
+        if key != k {
+            // From the subtree on the key's side.
+            let left = key < k;
+            let c = self.remove_at(self.child(t, left), key);
+            return self.set_child(t, left, c);
         }
+        let m = self.merge(self.child(t, true), self.child(t, false));
+        if let Some(n) = self.nodes.get_mut(t as usize) {
+            (n.l, n.r, n.size) = (NIL, NIL, 0);
+        }
+        m
     }
 
     /// Leases expiring after `at_us`: one walk from the root.
@@ -517,22 +513,22 @@ impl Large {
         best
     }
 
-    fn first(&self) -> Option<u64> {
+    /// The earliest expiry (`left`) or the latest: the end of the leftmost or rightmost path.
+    fn edge(&self, left: bool) -> Option<u64> {
         let (mut t, mut best) = (self.root, None);
         while let Some(n) = self.node(t) {
             best = Some(n.expiry_us);
-            t = n.l;
+            t = if left { n.l } else { n.r };
         }
         best
     }
 
+    fn first(&self) -> Option<u64> {
+        self.edge(true)
+    }
+
     fn last(&self) -> Option<u64> {
-        let (mut t, mut best) = (self.root, None);
-        while let Some(n) = self.node(t) {
-            best = Some(n.expiry_us);
-            t = n.r;
-        }
-        best
+        self.edge(false)
     }
 
     /// The live node with `token` (the first, for repeated tokens of a decoded state).

@@ -126,6 +126,7 @@ impl Log {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::algo::testutil::clock_step;
     use proptest::prelude::*;
     use std::collections::VecDeque;
 
@@ -285,11 +286,7 @@ mod tests {
         fn time_never_runs_backwards(
             limit in 1u64..15, window_ms in 1u64..3000,
             steps in prop::collection::vec((
-                prop_oneof![
-                    6 => -300_000i64..300_000,
-                    1 => -30_000_000i64..-1_000_000,
-                    1 => 1_000_000i64..30_000_000,
-                ],
+                clock_step(-300_000..300_000, -30_000_000..-1_000_000, 1_000_000..30_000_000),
                 1u64..5,
                 prop::bool::weighted(0.8),
             ), 1..80),

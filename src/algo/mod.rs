@@ -106,3 +106,20 @@ pub fn check_cost(cost: u64, limit: u64, limit_name: &'static str) -> Result<(),
         Ok(())
     }
 }
+
+/// What the algorithms' tests (and the rule tests) share.
+#[cfg(test)]
+pub(crate) mod testutil {
+    use proptest::prelude::*;
+    use std::ops::Range;
+
+    /// Clock steps, µs: mostly (6 in 8) a `small` move, else a jump `back` or `forward`
+    /// (each a range of signed steps).
+    pub(crate) fn clock_step(
+        small: Range<i64>,
+        back: Range<i64>,
+        forward: Range<i64>,
+    ) -> impl Strategy<Value = i64> {
+        prop_oneof![6 => small, 1 => back, 1 => forward]
+    }
+}

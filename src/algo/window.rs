@@ -247,6 +247,7 @@ pub fn refund(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::algo::testutil::clock_step;
     use proptest::prelude::*;
 
     const T0: u64 = 1_700_000_040_000_000; // µs, aligned to a minute
@@ -404,15 +405,6 @@ mod tests {
         assert_eq!(admitted, 200);
     }
 
-    /// Clock steps: mostly small moves either way, some large jumps back and forward.
-    fn clock_step() -> impl Strategy<Value = i64> {
-        prop_oneof![
-            6 => -400_000i64..400_000,
-            1 => -60_000_000i64..-1_000_000,
-            1 => 1_000_000i64..60_000_000,
-        ]
-    }
-
     proptest! {
         /// Both counters, whatever the clock does (steps back and forward): (a) in every
         /// aligned window of the key's own time (the window the effective now lies in, which
@@ -424,7 +416,10 @@ mod tests {
         #[test]
         fn time_never_runs_backwards(
             limit in 1u64..20, window_ms in 1u64..3000, is_fixed in any::<bool>(),
-            steps in prop::collection::vec((clock_step(), 1u64..6), 1..100),
+            steps in prop::collection::vec((
+                clock_step(-400_000..400_000, -60_000_000..-1_000_000, 1_000_000..60_000_000),
+                1u64..6,
+            ), 1..100),
         ) {
             let p = Params::new(limit, window_ms).unwrap();
             let run = |c: Option<&Counters>, cost: u64, now: u64| {
