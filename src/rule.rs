@@ -118,20 +118,39 @@ impl Request {
     }
 }
 
-/// Events of a request that `INFO ratelimit` counts (bits of [`Outcome::events`]).
-pub mod event {
+/// An event of a request that `INFO ratelimit` counts: bit `1 << event` of
+/// [`Outcome::events`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
     /// A cost-0 request.
-    pub const PEEK: u8 = 1;
+    Peek,
     /// A refund.
-    pub const REFUND: u8 = 2;
+    Refund,
     /// A PARTIAL request granted fewer units than it asked for.
-    pub const PARTIAL_SHORT: u8 = 4;
+    PartialShort,
     /// Refused because the RESERVE would not have remained.
-    pub const RESERVE_REFUSED: u8 = 8;
+    ReserveRefused,
     /// A refusal that started or extended a block.
-    pub const BLOCK_SET: u8 = 16;
+    BlockSet,
     /// Refused because the key is blocked.
-    pub const BLOCKED: u8 = 32;
+    Blocked,
+}
+
+impl Event {
+    /// Every event, in bit order, with its `INFO ratelimit` counter.
+    pub const ALL: [(Event, &'static str); 6] = [
+        (Event::Peek, "peeks"),
+        (Event::Refund, "refunds"),
+        (Event::PartialShort, "partial_short_grants"),
+        (Event::ReserveRefused, "reserve_refusals"),
+        (Event::BlockSet, "blocks_set"),
+        (Event::Blocked, "blocked_refusals"),
+    ];
+
+    /// The event's bit in [`Outcome::events`].
+    pub const fn bit(self) -> u8 {
+        1 << self as u8
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,7 +161,7 @@ pub struct Outcome {
     pub granted: Option<u64>,
     /// The state was changed and must be stored, expired and replicated.
     pub wrote: bool,
-    /// What happened, for the counters ([`event`] bits).
+    /// What happened, for the counters ([`Event`] bits).
     pub events: u8,
 }
 
@@ -276,7 +295,7 @@ impl Rule {
                 state: inner,
             }));
             out.wrote = true;
-            out.events |= event::BLOCK_SET;
+            out.events |= Event::BlockSet.bit();
         }
         out
     }
@@ -312,13 +331,13 @@ impl Rule {
                     },
                     granted: req.partial.then_some(0),
                     wrote: false,
-                    events: event::BLOCKED,
+                    events: Event::Blocked.bit(),
                 };
                 let wanted = now_us.saturating_add(req.block_ms.saturating_mul(US_PER_MS));
                 if req.block_ms > 0 && wanted > b.until_us && req.commit {
                     b.until_us = wanted;
                     out.wrote = true;
-                    out.events |= event::BLOCK_SET;
+                    out.events |= Event::BlockSet.bit();
                 } else if req.block_ms > 0 && wanted > b.until_us {
                     // A dry run answers as if the block were extended.
                     block_reply(&mut out.decision, wanted, now_us);
@@ -335,17 +354,17 @@ impl Rule {
     /// `req` on a state with no block in force.
     fn unblocked(&self, s: &mut State, req: &Request, now_us: u64) -> Outcome {
         match req.ask {
-            Ask::Spend(0) => self.peek(s, now_us, event::PEEK),
+            Ask::Spend(0) => self.peek(s, now_us, Event::Peek.bit()),
             Ask::Refund(n) if req.commit => {
                 let wrote = self.refund(s, n, now_us);
-                let mut out = self.peek(s, now_us, event::REFUND);
+                let mut out = self.peek(s, now_us, Event::Refund.bit());
                 out.wrote = wrote;
                 out
             }
             Ask::Refund(n) => {
                 let mut after = s.clone();
                 self.refund(&mut after, n, now_us);
-                self.peek(&mut after, now_us, event::REFUND)
+                self.peek(&mut after, now_us, Event::Refund.bit())
             }
             Ask::Spend(cost) if !req.partial && req.reserve == 0 => {
                 self.spend(s, cost, now_us, req.commit)
@@ -401,13 +420,13 @@ impl Rule {
         };
         if !out.decision.allowed && need <= avail {
             // Without the reserve it would have been admitted.
-            out.events |= event::RESERVE_REFUSED;
+            out.events |= Event::ReserveRefused.bit();
         }
         if req.partial {
             let got = if out.decision.allowed { grant } else { 0 };
             out.granted = Some(got);
             if got > 0 && got < cost {
-                out.events |= event::PARTIAL_SHORT;
+                out.events |= Event::PartialShort.bit();
             }
         }
         out
@@ -468,12 +487,8 @@ impl Rule {
                 }
             }
             (Rule::Window(algo, p, off), State::Sliding(w) | State::Fixed(w)) => {
-                let (d, next) = match algo {
-                    WindowAlgo::Fixed => window::fixed(Some(&w.counters), p, *off, cost, now_us),
-                    WindowAlgo::Sliding => {
-                        window::sliding(Some(&w.counters), p, *off, cost, now_us)
-                    }
-                };
+                let fixed = *algo == WindowAlgo::Fixed;
+                let (d, next) = window::decide(Some(&w.counters), p, *off, fixed, cost, now_us);
                 match next {
                     Some(counters) if commit => {
                         *w = Window {
@@ -604,11 +619,11 @@ mod tests {
         };
         let o = rule.request(&mut s, &block(900_000), T0);
         assert_eq!((o.decision.retry_after_ms, o.wrote), (900_000, true));
-        assert_eq!(o.events, event::BLOCK_SET);
+        assert_eq!(o.events, Event::BlockSet.bit());
         // A shorter block leaves it as it is; a longer one extends it.
         let o = rule.request(&mut s, &block(1_000), T0 + 1_000_000);
         assert_eq!((o.decision.retry_after_ms, o.wrote), (899_000, false));
-        assert_eq!(o.events, event::BLOCKED);
+        assert_eq!(o.events, Event::Blocked.bit());
         let o = rule.request(&mut s, &block(900_000), T0 + 1_000_000);
         assert_eq!((o.decision.retry_after_ms, o.wrote), (900_000, true));
         assert_eq!(s.blocked_until_us(), T0 + 901_000_000);

@@ -5,6 +5,7 @@
 
 use crate::clock;
 use crate::rm::{self, InfoCtx};
+use crate::rule::Event;
 use std::ffi::{CStr, CString};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -26,25 +27,17 @@ static COUNTERS: Counters = Counters {
     refused: [ZERO; N],
     errors: [ZERO; N],
 };
-/// Requests with the options of "Beyond yes or no", by event (bits of `rule::event`).
-const EVENT_NAMES: [&str; 6] = [
-    "peeks",
-    "refunds",
-    "partial_short_grants",
-    "reserve_refusals",
-    "blocks_set",
-    "blocked_refusals",
-];
-static EVENTS: [AtomicU64; 6] = [ZERO; 6];
+/// Requests with the options of "Beyond yes or no", by event (in `Event::ALL` order).
+static EVENTS: [AtomicU64; Event::ALL.len()] = [ZERO; Event::ALL.len()];
 
-/// Counts the events of one request (`rule::event` bits).
+/// Counts the events of one request ([`Event`] bits).
 #[inline]
 pub fn events(bits: u8) {
     if bits == 0 {
         return;
     }
-    for (i, c) in EVENTS.iter().enumerate() {
-        if bits & (1 << i) != 0 {
+    for ((e, _), c) in Event::ALL.iter().zip(&EVENTS) {
+        if bits & e.bit() != 0 {
             bump(c);
         }
     }
@@ -121,7 +114,7 @@ pub fn info(ctx: InfoCtx) {
         field_u64(ctx, &format!("{name}_refused"), get(&COUNTERS.refused));
         field_u64(ctx, &format!("{name}_errors"), get(&COUNTERS.errors));
     }
-    for (name, c) in EVENT_NAMES.iter().zip(&EVENTS) {
+    for ((_, name), c) in Event::ALL.iter().zip(&EVENTS) {
         field_u64(ctx, name, c.load(Relaxed));
     }
 }

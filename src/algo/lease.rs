@@ -13,7 +13,7 @@
 //! now. Nothing is clamped, and a refused ACQUIRE writes nothing.
 
 pub use super::leaseset::LeaseSet;
-use super::{div_ceil, positive, sat_u64, span, Decision, ParamError, US_PER_MS};
+use super::{div_ceil, limit_and_span, sat_u64, Decision, ParamError, US_PER_MS};
 
 /// A fencing token: ordered by ms, then seq.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
@@ -51,6 +51,7 @@ pub struct Lease {
     pub token: Token,
 }
 
+/// Parameters of a concurrency rule: at most `limit` leases held, each of `lease_ms`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Params {
     pub limit: u64,
@@ -59,8 +60,7 @@ pub struct Params {
 
 impl Params {
     pub fn new(limit: u64, lease_ms: u64) -> Result<Self, ParamError> {
-        positive(limit, "limit")?;
-        span(lease_ms, "lease_ms")?;
+        let (limit, lease_ms) = limit_and_span(limit, lease_ms, "lease_ms")?;
         Ok(Params { limit, lease_ms })
     }
 }

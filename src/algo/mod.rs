@@ -97,6 +97,17 @@ pub(crate) fn span(v: u64, name: &'static str) -> Result<u64, ParamError> {
     }
 }
 
+/// The numbers of a window or lease rule: a limit of at least 1 and a span of time in ms
+/// (`span`'s bounds) named `span_name`.
+pub(crate) fn limit_and_span(
+    limit: u64,
+    span_ms: u64,
+    span_name: &'static str,
+) -> Result<(u64, u64), ParamError> {
+    positive(limit, "limit")?;
+    Ok((limit, span(span_ms, span_name)?))
+}
+
 /// Checks `1 <= cost <= limit`.
 pub fn check_cost(cost: u64, limit: u64, limit_name: &'static str) -> Result<(), ParamError> {
     positive(cost, "cost")?;

@@ -11,7 +11,7 @@
 //! no window is counted afresh; retry and reset still count from the real now. A refusal
 //! writes nothing.
 
-use super::{div_ceil, positive, sat_u64, span, Decision, ParamError, US_PER_MS};
+use super::{div_ceil, limit_and_span, sat_u64, Decision, ParamError, US_PER_MS};
 
 /// Parameters of a window rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,8 +24,7 @@ pub struct Params {
 
 impl Params {
     pub fn new(limit: u64, window_ms: u64) -> Result<Self, ParamError> {
-        positive(limit, "limit")?;
-        span(window_ms, "window_ms")?;
+        let (limit, window_ms) = limit_and_span(limit, window_ms, "window_ms")?;
         Ok(Params { limit, window_ms })
     }
 
@@ -130,19 +129,37 @@ fn sliding_reset(c: &Counters, w: u64, now_us: u64) -> u64 {
     }
 }
 
-/// Sliding window counter: decides a request of `cost` (validated `1..=limit`) at `now_us`,
-/// as of the effective now. Returns the decision and, when admitted, the counters to store.
-/// Retry and reset count from `now_us` (they include the time the clock must catch up).
-pub fn sliding(
+/// Decides a request of `cost` (validated `1..=limit`) at `now_us` on a fixed or a sliding
+/// window counter, as of the effective now. Returns the decision and, when admitted, the
+/// counters to store. Retry and reset count from `now_us` (they include the time the clock
+/// must catch up).
+pub fn decide(
     c: Option<&Counters>,
     p: &Params,
     off_ms: u64,
+    fixed_window: bool,
+    cost: u64,
+    now_us: u64,
+) -> (Decision, Option<Counters>) {
+    let at_us = effective_us(c, now_us);
+    let c = roll(c, p, off_ms, at_us);
+    if fixed_window {
+        fixed(c, p, cost, now_us)
+    } else {
+        sliding(c, p, at_us, cost, now_us)
+    }
+}
+
+/// Sliding window counter, on the counters `c` of the window containing `at_us`, the
+/// effective now.
+fn sliding(
+    mut c: Counters,
+    p: &Params,
+    at_us: u64,
     cost: u64,
     now_us: u64,
 ) -> (Decision, Option<Counters>) {
     let w = p.w_us();
-    let at_us = effective_us(c, now_us);
-    let mut c = roll(c, p, off_ms, at_us);
     let start_us = c.start_ms * US_PER_MS;
     let e = at_us - start_us;
     let cap = u128::from(p.limit) * u128::from(w);
@@ -187,17 +204,10 @@ pub fn sliding(
     (d, None)
 }
 
-/// Fixed window counter: admitted iff `count + cost <= limit` in the window of the effective
-/// now. Only `cur` is used. Retry and reset are both the time (from `now_us`) to that
-/// window's end. A refusal stores nothing.
-pub fn fixed(
-    c: Option<&Counters>,
-    p: &Params,
-    off_ms: u64,
-    cost: u64,
-    now_us: u64,
-) -> (Decision, Option<Counters>) {
-    let mut c = roll(c, p, off_ms, effective_us(c, now_us));
+/// Fixed window counter, on the counters `c` of the window of the effective now: admitted
+/// iff `count + cost <= limit`. Only `cur` is used. Retry and reset are both the time (from
+/// `now_us`) to that window's end. A refusal stores nothing.
+fn fixed(mut c: Counters, p: &Params, cost: u64, now_us: u64) -> (Decision, Option<Counters>) {
     c.prev = 0;
     let end = u128::from(c.start_ms + p.window_ms) * u128::from(US_PER_MS);
     let to_end = ms_until(end, now_us);
@@ -247,6 +257,18 @@ pub fn refund(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A sliding window's decision (the test's shorthand for [`decide`]).
+    fn sliding(c: Option<&Counters>, p: &Params, off: u64, cost: u64, now: u64) -> Decided {
+        decide(c, p, off, false, cost, now)
+    }
+
+    /// A fixed window's decision.
+    fn fixed(c: Option<&Counters>, p: &Params, off: u64, cost: u64, now: u64) -> Decided {
+        decide(c, p, off, true, cost, now)
+    }
+
+    type Decided = (Decision, Option<Counters>);
     use crate::algo::testutil::clock_step;
     use proptest::prelude::*;
 

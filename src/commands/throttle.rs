@@ -86,7 +86,7 @@ pub fn throttle(ctx: Ctx, args: &[RStr]) -> Result<Decided, Error> {
                 (true, r) => r.max(left_s),
                 (false, _) => left_s,
             };
-            crate::stats::events(crate::rule::event::BLOCKED);
+            crate::stats::events(crate::rule::Event::Blocked.bit());
         }
         reply_cell(ctx, &reply);
         return Ok((quantity > 0).then_some(false));
