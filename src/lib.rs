@@ -1,13 +1,14 @@
 //! redis-ratelimit: native rate-limiting commands for Redis 7.0+ and Valkey.
 //!
-//! Layout: `algo/` holds the pure algorithms (no Redis types: `gcra`, `cell`, `window`,
-//! `log` with `stamps`, `lease`, and `slot` for STAGGER); `rule` (a rule and one request
-//! with its options, decided on a state) and `state` (the stored value and its codec)
-//! connect them to the stored value. The thin Redis shell: `args` (arguments and options),
-//! `commands/` (one file per command family), `datatype` (the Redis type and its packed
-//! value word), `register` (the command table), `propagate` (effects to replicas and the
-//! AOF), `config`, `stats` (INFO), `clock`, `error` and `rm` (the raw module API: the only
-//! file with `unsafe`, holding the command entry point and the type and INFO callbacks).
+//! Layout (a map with the path of one request: `docs/internals.md`): pure, no Redis types:
+//! `algos` (the table of algorithms and of options), `algo/` (one file per algorithm),
+//! `rule` (a rule and one request with its options, decided on a state), `state` (the
+//! stored value and its codec), `packed` (a state packed into the value word or a pair),
+//! `replay` (operation effects). The thin Redis shell: `table` (the command table),
+//! `register` (registers it), `commands/` (one file per command family), `args` (integers
+//! and the option parser), `datatype` (reading and storing a key's state), `propagate`,
+//! `config`, `stats` (INFO), `clock`, `error` and `rm` (the raw module API: the only file
+//! with `unsafe`, holding the command entry point and the type and INFO callbacks).
 
 // Every unsafe block (all in `rm`) says why it is sound.
 #![deny(clippy::undocumented_unsafe_blocks)]
