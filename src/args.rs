@@ -2,10 +2,10 @@
 //! (parsed here once, for every command and every RL.ALL rule), precise errors.
 
 use crate::algo::{span, ParamError};
-use crate::algos::{Opt, OptSet, OptSpec, Value, OPTIONS};
+use crate::algos::{OptSet, OptSpec, Value, OPTIONS};
 use crate::error::{Error, NOT_INTEGER, SYNTAX};
 use crate::rm::{self, RStr};
-use crate::rule::{Ask, Request};
+use crate::rule::{Given, Opts};
 
 /// A signed 64-bit integer argument, parsed exactly like Redis parses integers.
 #[inline]
@@ -65,40 +65,6 @@ pub fn non_negative(s: &RStr, name: &'static str) -> Result<u64, Error> {
     }
 }
 
-/// The parsed options of one request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Opts {
-    pub ask: Ask,
-    pub partial: bool,
-    pub reserve: u64,
-    pub block_ms: u64,
-    pub stagger: bool,
-    pub dryrun: bool,
-}
-
-impl Opts {
-    /// No options: one unit, written.
-    pub const PLAIN: Opts = Opts {
-        ask: Ask::Spend(1),
-        partial: false,
-        reserve: 0,
-        block_ms: 0,
-        stagger: false,
-        dryrun: false,
-    };
-
-    /// The request these options make.
-    pub fn request(&self) -> Request {
-        Request {
-            ask: self.ask,
-            partial: self.partial,
-            reserve: self.reserve,
-            block_ms: self.block_ms,
-            commit: !self.dryrun,
-        }
-    }
-}
-
 /// The options of a rate command, in any order, case-insensitive, each at most once:
 /// `[COST n | REFUND n] [PARTIAL] [RESERVE r] [BLOCK ms] [STAGGER] [DRYRUN]` (those in
 /// `takes`). `limit` is the command's limit argument, named `limit_name` in errors.
@@ -141,9 +107,7 @@ pub fn leading_options(
     limit_name: &'static str,
     takes: OptSet,
 ) -> Result<(Opts, usize), Error> {
-    // The options given, and the value of each (by `Opt`; a flag's is 1).
-    let mut seen = OptSet::default();
-    let mut value = [0u64; OPTIONS.len()];
+    let mut given = Given::default();
     let mut i = 0;
     while let Some(arg) = args.get(i) {
         let word = rm::bytes(arg);
@@ -153,60 +117,14 @@ pub fn leading_options(
         else {
             break;
         };
-        if seen.has(spec.opt) {
+        if given.has(spec.opt) {
             // Repeated.
             return Err(Error::Static(SYNTAX));
         }
-        seen = seen.with(spec.opt);
-        if let Some(v) = value.get_mut(spec.opt as usize) {
-            *v = option_value(spec, args.get(i + 1))?;
-        }
+        given.set(spec.opt, option_value(spec, args.get(i + 1))?);
         i += if spec.value == Value::Flag { 1 } else { 2 };
     }
-    let get = |o: Opt| {
-        seen.has(o)
-            .then(|| value.get(o as usize).copied().unwrap_or(0))
-    };
-    let (cost, refund, block) = (get(Opt::Cost), get(Opt::Refund), get(Opt::Block));
-    let partial = seen.has(Opt::Partial);
-    let reserve_set = seen.has(Opt::Reserve);
-    let reserve = get(Opt::Reserve).unwrap_or(0);
-    let ask = match (cost, refund) {
-        // A refund is not a request: it takes no cost, grant, reserve or penalty.
-        // Any n: a refund never goes past a fresh state, so more than the limit is all.
-        (None, Some(n)) if !partial && !reserve_set && block.is_none() => Ask::Refund(n),
-        (_, Some(_)) => return Err(Error::Static(SYNTAX)),
-        // A peek spends nothing: there is nothing to grant, reserve or penalise.
-        (Some(0), None) if partial || reserve_set || block.is_some() => {
-            return Err(Error::Static(SYNTAX))
-        }
-        (c, None) => {
-            let c = c.unwrap_or(1);
-            // PARTIAL takes up to the cost: any cost, capped by what is available.
-            if c > limit && !partial {
-                return Err(ParamError::CostAboveLimit(limit_name).into());
-            }
-            Ask::Spend(c)
-        }
-    };
-    if reserve_set && reserve >= limit {
-        return Err(ParamError::OptionBelow("RESERVE", limit_name).into());
-    }
-    if let Ask::Spend(c) = ask {
-        // Never admissible: refused like a cost above the limit (PARTIAL takes what fits).
-        if !partial && c.saturating_add(reserve) > limit {
-            return Err(ParamError::OptionAbove("COST plus RESERVE", limit_name).into());
-        }
-    }
-    let opts = Opts {
-        ask,
-        partial,
-        reserve,
-        block_ms: block.unwrap_or(0),
-        stagger: seen.has(Opt::Stagger),
-        dryrun: seen.has(Opt::DryRun),
-    };
-    Ok((opts, i))
+    Ok((Opts::from_given(&given, limit, limit_name)?, i))
 }
 
 #[cfg(test)]

@@ -83,6 +83,7 @@ impl From<&'static CStr> for Error {
 impl From<ParamError> for Error {
     fn from(e: ParamError) -> Error {
         Error::owned(match e {
+            ParamError::Syntax => return Error::Static(SYNTAX),
             ParamError::NotPositive(name) => format!("ERR {name} must be a positive integer"),
             ParamError::SpanTooLarge(name) => {
                 format!("ERR {name} must be at most {}", crate::algo::MAX_SPAN_MS)

@@ -1,7 +1,8 @@
 //! A rule is one algorithm with its parameters: what a rate command asks for. It connects
 //! the stored [`State`] to the pure algorithms; still no Redis types here.
 
-use crate::algo::{gcra, lease, log, window, Decision, US_PER_MS};
+use crate::algo::{gcra, lease, log, window, Decision, ParamError, US_PER_MS};
+use crate::algos::{Opt, OptSet, OPTIONS};
 use crate::state::{Algo, Blocked, Bucket, LeaseState, LogState, State, Window};
 
 /// A member of the GCRA family (the arithmetic is the same; the replies differ).
@@ -118,6 +119,111 @@ impl Request {
     }
 }
 
+/// The options of one request as the option parser read them (`args::leading_options`):
+/// which were given, and the value of each (a flag's is 1), by [`Opt`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Given {
+    seen: OptSet,
+    values: [u64; OPTIONS.len()],
+}
+
+impl Given {
+    pub fn has(&self, o: Opt) -> bool {
+        self.seen.has(o)
+    }
+
+    /// Option `o` given with value `v`.
+    pub fn set(&mut self, o: Opt, v: u64) {
+        self.seen = self.seen.with(o);
+        if let Some(slot) = self.values.get_mut(o as usize) {
+            *slot = v;
+        }
+    }
+
+    fn get(&self, o: Opt) -> Option<u64> {
+        self.has(o)
+            .then(|| self.values.get(o as usize).copied().unwrap_or(0))
+    }
+}
+
+/// The options of one request, as they combine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Opts {
+    pub ask: Ask,
+    pub partial: bool,
+    pub reserve: u64,
+    pub block_ms: u64,
+    pub stagger: bool,
+    pub dryrun: bool,
+}
+
+impl Opts {
+    /// No options: one unit, written.
+    pub const PLAIN: Opts = Opts {
+        ask: Ask::Spend(1),
+        partial: false,
+        reserve: 0,
+        block_ms: 0,
+        stagger: false,
+        dryrun: false,
+    };
+
+    /// The options `g` make for a rule whose limit is `limit` (named `limit_name` in
+    /// errors); `ParamError::Syntax` for options that do not go together.
+    pub fn from_given(g: &Given, limit: u64, limit_name: &'static str) -> Result<Opts, ParamError> {
+        let (cost, refund, block) = (g.get(Opt::Cost), g.get(Opt::Refund), g.get(Opt::Block));
+        let partial = g.has(Opt::Partial);
+        let reserve_set = g.has(Opt::Reserve);
+        let reserve = g.get(Opt::Reserve).unwrap_or(0);
+        let ask = match (cost, refund) {
+            // A refund is not a request: it takes no cost, grant, reserve or penalty.
+            // Any n: a refund never goes past a fresh state, so more than the limit is all.
+            (None, Some(n)) if !partial && !reserve_set && block.is_none() => Ask::Refund(n),
+            (_, Some(_)) => return Err(ParamError::Syntax),
+            // A peek spends nothing: there is nothing to grant, reserve or penalise.
+            (Some(0), None) if partial || reserve_set || block.is_some() => {
+                return Err(ParamError::Syntax)
+            }
+            (c, None) => {
+                let c = c.unwrap_or(1);
+                // PARTIAL takes up to the cost: any cost, capped by what is available.
+                if c > limit && !partial {
+                    return Err(ParamError::CostAboveLimit(limit_name));
+                }
+                Ask::Spend(c)
+            }
+        };
+        if reserve_set && reserve >= limit {
+            return Err(ParamError::OptionBelow("RESERVE", limit_name));
+        }
+        if let Ask::Spend(c) = ask {
+            // Never admissible: refused like a cost above the limit (PARTIAL takes what fits).
+            if !partial && c.saturating_add(reserve) > limit {
+                return Err(ParamError::OptionAbove("COST plus RESERVE", limit_name));
+            }
+        }
+        Ok(Opts {
+            ask,
+            partial,
+            reserve,
+            block_ms: block.unwrap_or(0),
+            stagger: g.has(Opt::Stagger),
+            dryrun: g.has(Opt::DryRun),
+        })
+    }
+
+    /// The request these options make.
+    pub fn request(&self) -> Request {
+        Request {
+            ask: self.ask,
+            partial: self.partial,
+            reserve: self.reserve,
+            block_ms: self.block_ms,
+            commit: !self.dryrun,
+        }
+    }
+}
+
 /// An event of a request that `INFO ratelimit` counts: bit `1 << event` of
 /// [`Outcome::events`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -170,7 +276,33 @@ fn ms_until(until_us: u64, now_us: u64) -> u64 {
     until_us.saturating_sub(now_us).div_ceil(US_PER_MS)
 }
 
+/// The names `gcra::Params` gives errors about RL.QUEUE (its count is always 1).
+const QUEUE_NAMES: gcra::Names = ["capacity", "count", "interval_ms"];
+
 impl Rule {
+    /// The rule of `algo` from its numbers, in the order of its row's `args` (each already
+    /// at least 1; unused ones 0).
+    pub fn new(algo: Algo, numbers: [u64; 3]) -> Result<Rule, ParamError> {
+        let [x, y, z] = numbers;
+        Ok(match algo {
+            Algo::Gcra => Rule::Bucket(
+                BucketAlgo::Gcra,
+                gcra::Params::new(x, y, z, gcra::GCRA_NAMES)?,
+            ),
+            Algo::TokenBucket => Rule::Bucket(
+                BucketAlgo::TokenBucket,
+                gcra::Params::new(x, y, z, gcra::BUCKET_NAMES)?,
+            ),
+            Algo::Queue => {
+                Rule::Bucket(BucketAlgo::Queue, gcra::Params::new(x, 1, y, QUEUE_NAMES)?)
+            }
+            Algo::Sliding => Rule::Window(WindowAlgo::Sliding, window::Params::new(x, y)?, 0),
+            Algo::Fixed => Rule::Window(WindowAlgo::Fixed, window::Params::new(x, y)?, 0),
+            Algo::Log => Rule::Log(window::Params::new(x, y)?),
+            Algo::Concurrency => Rule::Acquire(lease::Params::new(x, y)?),
+        })
+    }
+
     pub fn algo(&self) -> Algo {
         match self {
             Rule::Bucket(a, _) => a.algo(),
@@ -545,6 +677,48 @@ fn block_reply(d: &mut Decision, until_us: u64, now_us: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The options `opts` (with their values) make for a rule of limit 10.
+    fn opts(given: &[(Opt, u64)]) -> Result<Opts, ParamError> {
+        let mut g = Given::default();
+        for &(o, v) in given {
+            g.set(o, v);
+        }
+        Opts::from_given(&g, 10, "limit")
+    }
+
+    #[test]
+    fn options_combine_or_are_refused() {
+        use Opt::*;
+        let ask = |g: &[(Opt, u64)]| opts(g).map(|o| o.ask);
+        assert_eq!(opts(&[]), Ok(Opts::PLAIN));
+        assert_eq!(ask(&[(Cost, 0)]), Ok(Ask::Spend(0)));
+        assert_eq!(ask(&[(Refund, 50)]), Ok(Ask::Refund(50)));
+        assert_eq!(ask(&[(Cost, 11), (Partial, 1)]), Ok(Ask::Spend(11)));
+        assert_eq!(ask(&[(Cost, 11)]), Err(ParamError::CostAboveLimit("limit")));
+        assert_eq!(
+            ask(&[(Cost, 6), (Reserve, 5)]),
+            Err(ParamError::OptionAbove("COST plus RESERVE", "limit"))
+        );
+        assert_eq!(
+            ask(&[(Reserve, 10)]),
+            Err(ParamError::OptionBelow("RESERVE", "limit"))
+        );
+        for conflict in [
+            &[(Refund, 1), (Cost, 1)][..],
+            &[(Refund, 1), (Partial, 1)],
+            &[(Refund, 1), (Reserve, 1)],
+            &[(Refund, 1), (Block, 100)],
+            &[(Cost, 0), (Partial, 1)],
+            &[(Cost, 0), (Reserve, 1)],
+            &[(Cost, 0), (Block, 100)],
+        ] {
+            assert_eq!(opts(conflict), Err(ParamError::Syntax), "{conflict:?}");
+        }
+        let o = opts(&[(Block, 100), (Stagger, 1), (DryRun, 1)]).unwrap();
+        assert_eq!((o.block_ms, o.stagger, o.dryrun), (100, true, true));
+        assert!(!o.request().commit);
+    }
 
     const T0: u64 = 1_700_000_040_000_000;
 

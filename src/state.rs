@@ -18,6 +18,15 @@ use crate::algo::{gcra, lease, log, window, MAX_SPAN_MS, MAX_TIME_MS, NS_PER_MS,
 
 pub use crate::algos::Algo;
 
+/// A value of an `RL.INFO` field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InfoValue {
+    Str(&'static str),
+    Int(u64),
+    Signed(i64),
+    Owned(String),
+}
+
 /// A GCRA-family state: the rule last applied and the theoretical arrival time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Bucket {
@@ -230,6 +239,80 @@ impl<'a> Reader<'a> {
 const MAX_TIME_US: u64 = MAX_TIME_MS * 2 * US_PER_MS;
 
 impl State {
+    /// `RL.INFO`'s fields of this state at `now_us` (module clock), all but `ttl_ms`:
+    /// `algorithm`, the rule's numbers under their argument names (the algorithm table's),
+    /// the state's own fields, and `blocked_until_ms` while a BLOCK is in force.
+    pub fn info(&self, now_us: u64) -> Vec<(&'static str, InfoValue)> {
+        let algo = || ("algorithm", InfoValue::Str(self.algo().name()));
+        // The rule's numbers under their argument names (the algorithm table's), then the
+        // state's own fields.
+        let rule = |values: &[u64]| -> Vec<(&'static str, InfoValue)> {
+            let names = self.algo().spec().args.iter();
+            let rule = names.zip(values).map(|(&n, &v)| (n, InfoValue::Int(v)));
+            std::iter::once(algo()).chain(rule).collect()
+        };
+        let mut fields = match self.unblocked() {
+            State::Gcra(b) => {
+                let mut f = rule(&[b.params.burst, b.params.count, b.params.period_ms]);
+                f.push(("tat_ns", InfoValue::Int(b.tat.ns)));
+                f
+            }
+            State::TokenBucket(b) => {
+                let mut f = rule(&[b.params.burst, b.params.count, b.params.period_ms]);
+                let tokens = gcra::tokens(Some(b.stored()), &b.params, now_us);
+                f.extend([
+                    ("tokens", InfoValue::Int(tokens)),
+                    ("tat_ns", InfoValue::Int(b.tat.ns)),
+                ]);
+                f
+            }
+            State::Queue(b) => {
+                let mut f = rule(&[b.params.burst, b.params.period_ms]);
+                f.push(("tat_ns", InfoValue::Int(b.tat.ns)));
+                f
+            }
+            State::Sliding(w) | State::Fixed(w) => {
+                let mut f = rule(&[w.params.limit, w.params.window_ms]);
+                f.push(("window_start_ms", InfoValue::Int(w.counters.start_ms)));
+                if self.algo() == Algo::Sliding {
+                    f.push(("previous_count", InfoValue::Int(w.counters.prev)));
+                    f.push(("current_count", InfoValue::Int(w.counters.cur)));
+                } else {
+                    f.push(("count", InfoValue::Int(w.counters.cur)));
+                }
+                f
+            }
+            State::Log(l) => {
+                let mut f = rule(&[l.params.limit, l.params.window_ms]);
+                let e = l.log.entries();
+                f.extend([
+                    ("entries", InfoValue::Int(e.len() as u64)),
+                    ("oldest_us", InfoValue::Int(e.front().unwrap_or(0))),
+                    ("newest_us", InfoValue::Int(e.back().unwrap_or(0))),
+                ]);
+                f
+            }
+            // Its lease argument is a maximum: RL.RENEW may ask for less.
+            State::Concurrency(c) => vec![
+                algo(),
+                ("limit", InfoValue::Int(c.limit)),
+                ("max_lease_ms", InfoValue::Int(c.leases.max_lease_ms)),
+                ("leases", InfoValue::Int(c.leases.leases.len() as u64)),
+                ("last_token", InfoValue::Owned(c.leases.last.to_string())),
+                ("horizon_us", InfoValue::Int(c.leases.horizon_us)),
+            ],
+            // `unblocked` never returns a blocked state.
+            State::Blocked(_) => vec![algo()],
+        };
+        // A BLOCK penalty in force: when it ends (unix ms, rounded up), before `ttl_ms`.
+        let until_us = self.blocked_until_us();
+        if until_us > now_us {
+            let until_ms = until_us.div_ceil(crate::algo::US_PER_MS);
+            fields.push(("blocked_until_ms", InfoValue::Int(until_ms)));
+        }
+        fields
+    }
+
     /// The state's algorithm (a blocked state's is the wrapped one's). Not recursive (a
     /// block never wraps a block), so it inlines on the hot path.
     #[inline]

@@ -64,6 +64,8 @@ pub enum ParamError {
     OptionBelow(&'static str, &'static str),
     /// The named parameter exceeds the maximum set by a module config.
     AboveConfig(&'static str, u64, &'static str),
+    /// Options that do not go together (`ERR syntax error`, as Redis answers them).
+    Syntax,
 }
 
 /// `ceil(num / den)` for `den > 0`.

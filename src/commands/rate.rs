@@ -3,19 +3,16 @@
 //! a rule's numbers that they and RL.ALL's rules share.
 
 use super::{count, reply_outcome, run, Decided};
-use crate::algo::{gcra, lease, slot, window, ParamError};
+use crate::algo::{slot, window, ParamError};
 use crate::args::{options, positive};
 use crate::config::{
     self, ACQUIRE_MAX_LIMIT, ACQUIRE_MAX_LIMIT_NAME, LOG_MAX_LIMIT, LOG_MAX_LIMIT_NAME,
 };
 use crate::error::Error;
 use crate::rm::{self, Ctx, RStr};
-use crate::rule::{BucketAlgo, Rule, WindowAlgo};
+use crate::rule::Rule;
 use crate::state::Algo;
 use std::sync::atomic::AtomicI64;
-
-/// The names `gcra::Params` gives errors about RL.QUEUE (its count is always 1).
-const QUEUE_NAMES: gcra::Names = ["capacity", "count", "interval_ms"];
 
 /// A rule parsed from its numbers.
 pub struct Parsed {
@@ -41,30 +38,13 @@ pub fn parse_rule(algo: Algo, a: &[RStr]) -> Result<Parsed, Error> {
     for ((slot, arg), &name) in v.iter_mut().zip(nums).zip(names) {
         *slot = positive(arg, name)?;
     }
-    let [x, y, z] = v;
-    let rule = match algo {
-        Algo::Gcra => Rule::Bucket(
-            BucketAlgo::Gcra,
-            gcra::Params::new(x, y, z, gcra::GCRA_NAMES)?,
-        ),
-        Algo::TokenBucket => Rule::Bucket(
-            BucketAlgo::TokenBucket,
-            gcra::Params::new(x, y, z, gcra::BUCKET_NAMES)?,
-        ),
-        Algo::Queue => Rule::Bucket(BucketAlgo::Queue, gcra::Params::new(x, 1, y, QUEUE_NAMES)?),
-        Algo::Sliding => Rule::Window(WindowAlgo::Sliding, window::Params::new(x, y)?, 0),
-        Algo::Fixed => Rule::Window(WindowAlgo::Fixed, window::Params::new(x, y)?, 0),
-        Algo::Log => {
-            let p = window::Params::new(x, y)?;
-            at_most_config(x, &LOG_MAX_LIMIT, LOG_MAX_LIMIT_NAME)?;
-            Rule::Log(p)
-        }
-        Algo::Concurrency => {
-            let p = lease::Params::new(x, y)?;
-            at_most_config(x, &ACQUIRE_MAX_LIMIT, ACQUIRE_MAX_LIMIT_NAME)?;
-            Rule::Acquire(p)
-        }
-    };
+    let rule = Rule::new(algo, v)?;
+    // The configs' largest limits.
+    match rule {
+        Rule::Log(p) => at_most_config(p.limit, &LOG_MAX_LIMIT, LOG_MAX_LIMIT_NAME)?,
+        Rule::Acquire(p) => at_most_config(p.limit, &ACQUIRE_MAX_LIMIT, ACQUIRE_MAX_LIMIT_NAME)?,
+        _ => {}
+    }
     Ok(Parsed {
         rule,
         limit_name,
