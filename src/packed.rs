@@ -164,10 +164,10 @@ fn window_payload(w: &Window, fixed: bool) -> Option<u64> {
     let b = count_bits(p);
     let counts_bits = b.checked_mul(count_fields(fixed))?;
     let index_bits = PAYLOAD_BITS.checked_sub(counts_bits)?;
-    if c.start_ms.checked_rem(p.window_ms)? != 0 || (fixed && c.prev != 0) {
+    if c.start_ms.checked_rem(p.span_ms)? != 0 || (fixed && c.prev != 0) {
         return None;
     }
-    let index = c.start_ms.checked_div(p.window_ms)?;
+    let index = c.start_ms.checked_div(p.span_ms)?;
     if !(fits(c.prev, b) && fits(c.cur, b) && fits(index, index_bits)) {
         return None;
     }
@@ -338,7 +338,7 @@ pub fn unpack(w: usize) -> Option<State> {
             let counters = window::Counters {
                 start_ms: payload
                     .checked_shr(counts_bits)?
-                    .checked_mul(params.window_ms)?,
+                    .checked_mul(params.span_ms)?,
                 prev: if fixed {
                     0
                 } else {

@@ -127,7 +127,7 @@ impl Op {
                 let partial = u64::from(req.partial);
                 let f = [
                     p.limit,
-                    p.window_ms,
+                    p.span_ms,
                     now_us,
                     ask,
                     units,
@@ -141,7 +141,7 @@ impl Op {
                 rule: Rule::Acquire(p),
                 now_us,
                 ..
-            } => (ACQUIRE, [p.limit, p.lease_ms, now_us, 0, 0, 0, 0, 0]),
+            } => (ACQUIRE, [p.limit, p.span_ms, now_us, 0, 0, 0, 0, 0]),
             // Never built (see `of_request`): an operation nothing decodes.
             Op::Request { .. } => (0, [0; 8]),
             Op::Release { token, now_us } => {
@@ -229,7 +229,7 @@ impl Op {
                 let token = token(r.u64()?, r.u64()?)?;
                 let lease_ms = lease::Params::new(1, r.u64()?)
                     .map_err(|_| DecodeError("bad lease parameters"))?
-                    .lease_ms;
+                    .span_ms;
                 Op::Renew {
                     token,
                     lease_ms,

@@ -272,7 +272,7 @@ impl State {
                 f
             }
             State::Sliding(w) | State::Fixed(w) => {
-                let mut f = rule(&[w.params.limit, w.params.window_ms]);
+                let mut f = rule(&[w.params.limit, w.params.span_ms]);
                 f.push(("window_start_ms", InfoValue::Int(w.counters.start_ms)));
                 if self.algo() == Algo::Sliding {
                     f.push(("previous_count", InfoValue::Int(w.counters.prev)));
@@ -283,7 +283,7 @@ impl State {
                 f
             }
             State::Log(l) => {
-                let mut f = rule(&[l.params.limit, l.params.window_ms]);
+                let mut f = rule(&[l.params.limit, l.params.span_ms]);
                 let e = l.log.entries();
                 f.extend([
                     ("entries", InfoValue::Int(e.len() as u64)),
@@ -373,16 +373,13 @@ impl State {
             }
             State::Sliding(w) | State::Fixed(w) => {
                 let (p, c) = (&w.params, &w.counters);
-                Encoded::five(
-                    self.algo(),
-                    [p.limit, p.window_ms, c.start_ms, c.prev, c.cur],
-                )
+                Encoded::five(self.algo(), [p.limit, p.span_ms, c.start_ms, c.prev, c.cur])
             }
             State::Log(l) => {
                 let entries = l.log.entries();
                 let n = entries.len();
                 let mut e = Encoded::new(self.algo(), 3 + n);
-                for f in [l.params.limit, l.params.window_ms, n as u64] {
+                for f in [l.params.limit, l.params.span_ms, n as u64] {
                     e.push(f);
                 }
                 for t in entries.iter() {

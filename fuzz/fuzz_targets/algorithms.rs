@@ -65,14 +65,14 @@ impl Segment {
             Rule::Window(_, p, _) => {
                 let mut per: HashMap<u64, u64> = HashMap::new();
                 for &(at, c) in &self.admitted {
-                    *per.entry(at / US_PER_MS / p.window_ms).or_default() += c;
+                    *per.entry(at / US_PER_MS / p.span_ms).or_default() += c;
                 }
                 if per.values().any(|&n| n > p.limit) {
                     fail("a window admitted more than its limit");
                 }
             }
             Rule::Log(p) => {
-                let w = p.window_ms * US_PER_MS;
+                let w = p.span_ms * US_PER_MS;
                 let Some(&(t, _)) = self.admitted.last() else {
                     return;
                 };
@@ -209,7 +209,7 @@ fn run(u: &mut Unstructured) -> Result<()> {
                     continue;
                 }
                 let ttl = c.leases.ttl_ms(now);
-                let most = c.leases.max_lease_ms.max(p.lease_ms).max(lease_ms);
+                let most = c.leases.max_lease_ms.max(p.span_ms).max(lease_ms);
                 if !behind(&State::Concurrency(before.clone()), now) {
                     assert!(ttl <= most, "TTL {ttl} after RELEASE/RENEW: {c:?}");
                 }
@@ -244,7 +244,7 @@ fn run(u: &mut Unstructured) -> Result<()> {
                         }
                         last_token = Some(t);
                         if let Rule::Acquire(p) = r {
-                            seg.leases.push((t, Some(at + p.lease_ms * US_PER_MS)));
+                            seg.leases.push((t, Some(at + p.span_ms * US_PER_MS)));
                         }
                     }
                 }

@@ -143,11 +143,11 @@ pub fn bound_ms(r: &Rule, before: &State) -> u64 {
             let num = u128::from(p.burst) * u128::from(p.period_ms);
             num.div_ceil(u128::from(p.count)) as u64
         }
-        Rule::Window(WindowAlgo::Fixed, p, _) | Rule::Log(p) => p.window_ms,
-        Rule::Window(_, p, _) => 2 * p.window_ms,
+        Rule::Window(WindowAlgo::Fixed, p, _) | Rule::Log(p) => p.span_ms,
+        Rule::Window(_, p, _) => 2 * p.span_ms,
         Rule::Acquire(p) => match before {
-            State::Concurrency(c) => c.leases.max_lease_ms.max(p.lease_ms),
-            _ => p.lease_ms,
+            State::Concurrency(c) => c.leases.max_lease_ms.max(p.span_ms),
+            _ => p.span_ms,
         },
     }
 }

@@ -13,7 +13,7 @@
 //! now. Nothing is clamped, and a refused ACQUIRE writes nothing.
 
 pub use super::leaseset::LeaseSet;
-use super::{div_ceil, limit_and_span, sat_u64, Decision, ParamError, US_PER_MS};
+use super::{div_ceil, sat_u64, Decision, Quota, SpanName, US_PER_MS};
 
 /// A fencing token: ordered by ms, then seq.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
@@ -51,18 +51,12 @@ pub struct Lease {
     pub token: Token,
 }
 
-/// Parameters of a concurrency rule: at most `limit` leases held, each of `lease_ms`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Params {
-    pub limit: u64,
-    pub lease_ms: u64,
-}
+/// A concurrency rule: at most `limit` leases held, each of at most `span_ms`.
+pub type Params = Quota<Lease>;
 
-impl Params {
-    pub fn new(limit: u64, lease_ms: u64) -> Result<Self, ParamError> {
-        let (limit, lease_ms) = limit_and_span(limit, lease_ms, "lease_ms")?;
-        Ok(Params { limit, lease_ms })
-    }
+/// The span of a concurrency rule is a lease's length.
+impl SpanName for Lease {
+    const NAME: &'static str = "lease_ms";
 }
 
 /// What the algorithm asks of the leases one key holds (including expired ones not yet
@@ -183,7 +177,7 @@ impl<S: Held> LeasesIn<S> {
                 seq: 0,
             }
         };
-        let expiry = at.saturating_add(p.lease_ms.saturating_mul(US_PER_MS));
+        let expiry = at.saturating_add(p.span_ms.saturating_mul(US_PER_MS));
         let reset =
             ms_until(expiry.max(self.horizon_us), now_us).max(self.reset_after_ms(at, now_us));
         if commit {
@@ -194,7 +188,7 @@ impl<S: Held> LeasesIn<S> {
             });
             self.last = token;
             self.horizon_us = self.horizon_us.max(expiry);
-            self.max_lease_ms = self.max_lease_ms.max(p.lease_ms);
+            self.max_lease_ms = self.max_lease_ms.max(p.span_ms);
         }
         let d = Decision {
             allowed: true,

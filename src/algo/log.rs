@@ -57,7 +57,7 @@ impl Log {
     /// Returns the decision and whether the log changed (admitted, when `commit`); a refusal
     /// changes nothing. Retry and reset count from `now_us`.
     pub fn hit(&mut self, p: &Params, cost: u64, now_us: u64, commit: bool) -> (Decision, bool) {
-        let w = p.window_ms * US_PER_MS;
+        let w = p.span_ms * US_PER_MS;
         let at = self.effective_us(now_us);
         let first = self.first_live(w, at);
         let live = (self.entries.len() - first) as u64;
@@ -112,7 +112,7 @@ impl Log {
     /// still recorded no earlier than the newest entry left, and never admits more than the
     /// entries in its window allow.
     pub fn refund(&mut self, p: &Params, n: u64, now_us: u64) -> bool {
-        let w = p.window_ms * US_PER_MS;
+        let w = p.span_ms * US_PER_MS;
         let at = self.effective_us(now_us);
         let first = self.first_live(w, at);
         let before = self.entries.len();
@@ -175,7 +175,7 @@ mod tests {
 
     impl Reference {
         fn hit(&mut self, p: &Params, cost: u64, now_us: u64, commit: bool) -> (Decision, bool) {
-            let w = p.window_ms * US_PER_MS;
+            let w = p.span_ms * US_PER_MS;
             let at = self.entries.back().map_or(now_us, |&b| b.max(now_us));
             let first = self.entries.partition_point(|&e| e.saturating_add(w) <= at);
             let live = (self.entries.len() - first) as u64;

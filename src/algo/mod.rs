@@ -99,15 +99,34 @@ pub(crate) fn span(v: u64, name: &'static str) -> Result<u64, ParamError> {
     }
 }
 
-/// The numbers of a window or lease rule: a limit of at least 1 and a span of time in ms
-/// (`span`'s bounds) named `span_name`.
-pub(crate) fn limit_and_span(
-    limit: u64,
-    span_ms: u64,
-    span_name: &'static str,
-) -> Result<(u64, u64), ParamError> {
-    positive(limit, "limit")?;
-    Ok((limit, span(span_ms, span_name)?))
+/// A quota: `limit` per span of `span_ms`. A window counter's or a log's rule (`limit`
+/// per window of `span_ms`: [`window::Params`]) and a concurrency rule (`limit` leases held,
+/// each of at most `span_ms`: [`lease::Params`]); `K` says which, and names the span in
+/// errors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quota<K> {
+    /// At least 1.
+    pub limit: u64,
+    /// At least 1 and at most [`MAX_SPAN_MS`].
+    pub span_ms: u64,
+    kind: std::marker::PhantomData<K>,
+}
+
+/// What a [`Quota`]'s span is, by the name of its argument.
+pub trait SpanName {
+    const NAME: &'static str;
+}
+
+impl<K: SpanName> Quota<K> {
+    pub fn new(limit: u64, span_ms: u64) -> Result<Self, ParamError> {
+        positive(limit, "limit")?;
+        span(span_ms, K::NAME)?;
+        Ok(Quota {
+            limit,
+            span_ms,
+            kind: std::marker::PhantomData,
+        })
+    }
 }
 
 /// Checks `1 <= cost <= limit`.

@@ -11,26 +11,23 @@
 //! no window is counted afresh; retry and reset still count from the real now. A refusal
 //! writes nothing.
 
-use super::{div_ceil, limit_and_span, sat_u64, Decision, ParamError, US_PER_MS};
+use super::{div_ceil, sat_u64, Decision, Quota, SpanName, US_PER_MS};
 
-/// Parameters of a window rule.
+/// A window rule: at most `limit` per window of `span_ms`.
+pub type Params = Quota<Window>;
+
+/// The span of a window rule is its window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Params {
-    /// Most cost admitted per window.
-    pub limit: u64,
-    /// Window length in ms.
-    pub window_ms: u64,
+pub enum Window {}
+
+impl SpanName for Window {
+    const NAME: &'static str = "window_ms";
 }
 
 impl Params {
-    pub fn new(limit: u64, window_ms: u64) -> Result<Self, ParamError> {
-        let (limit, window_ms) = limit_and_span(limit, window_ms, "window_ms")?;
-        Ok(Params { limit, window_ms })
-    }
-
     #[inline]
     fn w_us(&self) -> u64 {
-        self.window_ms * US_PER_MS
+        self.span_ms * US_PER_MS
     }
 }
 
@@ -76,7 +73,7 @@ pub fn stagger_ms(slot: u16, window_ms: u64) -> u64 {
 
 /// The counters rolled to the window containing `at_us` (never before the stored window).
 fn roll(c: Option<&Counters>, p: &Params, off_ms: u64, at_us: u64) -> Counters {
-    let w = p.window_ms;
+    let w = p.span_ms;
     let at_ms = at_us / US_PER_MS;
     let start = window_start(at_ms, w, off_ms);
     let mut out = Counters {
@@ -209,7 +206,7 @@ fn sliding(
 /// `now_us`) to that window's end. A refusal stores nothing.
 fn fixed(mut c: Counters, p: &Params, cost: u64, now_us: u64) -> (Decision, Option<Counters>) {
     c.prev = 0;
-    let end = u128::from(c.start_ms + p.window_ms) * u128::from(US_PER_MS);
+    let end = u128::from(c.start_ms + p.span_ms) * u128::from(US_PER_MS);
     let to_end = ms_until(end, now_us);
     let used = c.cur.saturating_add(cost);
     if used <= p.limit {

@@ -56,7 +56,7 @@ pub fn renew(ctx: Ctx, args: &[RStr]) -> Result<Decided, Error> {
     let now_us = clock::now_us();
     let op = Op::Renew {
         token,
-        lease_ms: p.lease_ms,
+        lease_ms: p.span_ms,
         now_us,
     };
     with_leases(ctx, key, op)

@@ -57,7 +57,7 @@ pub fn parse_rule(algo: Algo, a: &[RStr]) -> Result<Parsed, Error> {
 pub fn staggered(rule: Rule, key: &RStr) -> Rule {
     match rule {
         Rule::Window(algo, p, _) => {
-            let off = window::stagger_ms(slot::key_slot(rm::bytes(key)), p.window_ms);
+            let off = window::stagger_ms(slot::key_slot(rm::bytes(key)), p.span_ms);
             Rule::Window(algo, p, off)
         }
         other => other,
