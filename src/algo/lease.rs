@@ -358,6 +358,14 @@ mod tests {
         let b = s.acquire(&p, T0, true).1.unwrap();
         let c = s.acquire(&p, T0 - 5_000_000, true).1.unwrap();
         assert!(a < b && b < c);
+        // Every lease released: the key lives until its last token's ms is past (TTL 1 ms
+        // here), so a later ACQUIRE in that ms still gets a larger token.
+        for t in [a, b, c] {
+            assert!(s.release(t, T0));
+        }
+        assert_eq!(s.ttl_ms(T0), 1);
+        let d = s.acquire(&p, T0, true).1.unwrap();
+        assert!(c < d);
         assert_eq!(Token::parse(b"1700000040000-1"), Some(b));
         assert_eq!(b.to_string(), "1700000040000-1");
         for bad in [
