@@ -268,9 +268,11 @@ fn compare(label: &str, pc: &mut Connection, rc: &mut Connection) -> usize {
     let keys_r: BTreeSet<String> = scan_all(rc).into_iter().collect();
     let mut compared = 0;
     let mut algos = BTreeSet::new();
+    let mut skipped = Vec::new();
     for k in keys_p.union(&keys_r) {
         let ttl = pttl(pc, k);
         if ttl < 1500 {
+            skipped.push(format!("{k} {ttl}"));
             continue; // expiring (or gone) on the primary: not comparable at one instant
         }
         assert!(
@@ -291,7 +293,15 @@ fn compare(label: &str, pc: &mut Connection, rc: &mut Connection) -> usize {
         "{label}: only {compared} of {} keys comparable",
         keys_p.len()
     );
-    assert_eq!(algos.len(), 7, "{label}: algorithms compared: {algos:?}");
+    assert_eq!(
+        algos.len(),
+        7,
+        "{label}: algorithms compared: {algos:?}; skipped (PTTL < 1500): {skipped:?}; \
+         unix ms {}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis())
+    );
     compared
 }
 
