@@ -31,6 +31,8 @@ struct Spec {
     key: String,
     cmd: &'static str,
     rules: [Vec<i64>; 2],
+    /// Options every call of it takes (STAGGER).
+    opts: &'static [&'static str],
 }
 
 fn specs() -> Vec<Spec> {
@@ -41,6 +43,7 @@ fn specs() -> Vec<Spec> {
                 key: format!("{name}:{i}"),
                 cmd,
                 rules: [a.clone(), b.clone()],
+                opts: &[],
             });
         }
     };
@@ -70,13 +73,23 @@ fn specs() -> Vec<Spec> {
     add("lease:long", "RL.ACQUIRE", vec![4, 30_000], vec![5, 20_000]);
     add("cell", "CL.THROTTLE", vec![20, 10, 1], vec![15, 10, 1]);
     add("cell:long", "CL.THROTTLE", vec![10, 1, 60], vec![12, 1, 60]);
-    // A fixed window's key lives until its window ends (aligned to the epoch): windows of
-    // different lengths end at different times, so some are always far from their end.
+    // A fixed window's key lives until its window ends. Windows aligned to the epoch all end
+    // together now and then (60, 70, 80 and 90 s at every multiple of 5,040 s: 20:00:00 UTC
+    // on 2026-12-01), so four more keys are staggered: 60 s windows whose hash slots (655,
+    // 4782, 8909, 13036) start them about 15 s apart, so at any instant at most one of them
+    // is within 1.5 s of its end and every comparison has a fixed window to compare.
     for (i, w) in [60_000, 70_000, 80_000, 90_000].into_iter().enumerate() {
         v.push(Spec {
             key: format!("fixed:long:{i}"),
             cmd: "RL.FIXED",
             rules: [vec![60, w], vec![70, w]],
+            opts: &[],
+        });
+        v.push(Spec {
+            key: format!("fixed:stagger:{i}"),
+            cmd: "RL.FIXED",
+            rules: [vec![60, 60_000], vec![70, 60_000]],
+            opts: &["STAGGER"],
         });
     }
     v
@@ -91,6 +104,7 @@ fn random_op(
     let s = &specs[rng.gen_range(0..specs.len())];
     let rule = &s.rules[usize::from(rng.gen_bool(0.1))];
     let mut a = vec![s.cmd.to_string(), s.key.clone()];
+    let opts = s.opts.iter().map(|o| o.to_string());
     match s.cmd {
         "RL.ACQUIRE" => {
             let known = tokens.get(&s.key).filter(|t| !t.is_empty());
@@ -117,6 +131,7 @@ fn random_op(
         }
         _ => {
             a.extend(rule.iter().map(|x| x.to_string()));
+            a.extend(opts);
             let cost = rng.gen_range(1..=3);
             if cost > 1 || rng.gen_bool(0.2) {
                 a.extend(args!("COST", cost));
@@ -153,6 +168,7 @@ fn random_all(rng: &mut StdRng, specs: &[Spec]) -> Vec<String> {
                 .iter()
                 .map(|x| x.to_string()),
         );
+        a.extend(s.opts.iter().map(|o| o.to_string()));
         if rng.gen_bool(0.3) {
             a.extend(args!("COST", rng.gen_range(1..=3)));
         }
