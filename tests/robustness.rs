@@ -22,9 +22,22 @@ use rand::{Rng, SeedableRng};
 use redis::{Connection, ConnectionLike, Value};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::thread;
 use std::time::{Duration, Instant};
+
+/// The load tests (hundreds of clients) run alone in this binary: beside them another test's
+/// single client can wait seconds for a CPU, longer than a short TTL lasts at a frozen test
+/// clock. Every other test holds the lock shared.
+static LOAD: RwLock<()> = RwLock::new(());
+
+fn alone() -> RwLockWriteGuard<'static, ()> {
+    LOAD.write().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn shared() -> RwLockReadGuard<'static, ()> {
+    LOAD.read().unwrap_or_else(PoisonError::into_inner)
+}
 
 fn env_num(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -109,10 +122,12 @@ const ALGS: [Alg; 8] = [
     Alg {
         name: "queue",
         cmd: "RL.QUEUE",
-        params: &[50, 1_000],
+        // One per minute: a fresh key's first TTL is a minute, so at a frozen test clock
+        // no stall of the test's client makes it expire (and come back fresh) mid-drain.
+        params: &[50, 60_000],
         limit: 50,
-        reset_ms: 50_000,
-        advance_ms: 1_000,
+        reset_ms: 3_000_000,
+        advance_ms: 60_000,
         more: 1,
         dryrun: true,
     },
@@ -194,6 +209,7 @@ fn ping_monitor(server: &Server, stop: &AtomicBool) -> Duration {
 /// held at once while clients acquire and release concurrently.
 #[test]
 fn hot_key_admissions_are_exact_under_hundreds_of_clients() {
+    let _alone = alone();
     let server = Server::start();
     let mut ctl = server.con();
     let n = clients();
@@ -361,6 +377,7 @@ fn hot_key_admissions_are_exact_under_hundreds_of_clients() {
 /// exactly what was left.
 #[test]
 fn many_keys_admissions_never_exceed_the_limit() {
+    let _alone = alone();
     let (server, mut ctl) = Server::at_clock(T0);
     let n = clients();
     let keys = env_num("RL_LOAD_KEYS", 100_000) as usize;
@@ -517,6 +534,7 @@ fn rate_calls(prefix: &str) -> Vec<Vec<String>> {
 /// and RL.INFO still work (a client can always give a lease back).
 #[test]
 fn noeviction_oom_refuses_rate_commands_and_changes_nothing() {
+    let _shared = shared();
     let server = Server::builder()
         .config("maxmemory-policy", "noeviction")
         .start();
@@ -615,6 +633,7 @@ fn retry_oom(c: &mut Connection, policy: &str, i: usize) {
 /// server frees them (the type's free callback), stays under maxmemory and keeps answering.
 #[test]
 fn eviction_policies_evict_module_keys() {
+    let _shared = shared();
     for policy in ["allkeys-lru", "allkeys-lfu", "volatile-lru", "volatile-ttl"] {
         let server = Server::builder().config("maxmemory-policy", policy).start();
         let mut c = server.con();
@@ -713,6 +732,7 @@ fn as_user(server: &Server, user: &str) -> Connection {
 /// module ACL categories, `@write`, `@read`, `@fast` and the `@ratelimit` category apply.
 #[test]
 fn acl_rules_apply_to_the_module_commands() {
+    let _shared = shared();
     let (server, mut c) = Server::at_clock(T0);
     let v = ServerVersion::of(&mut c);
     let cats = v.module_acl_categories();
@@ -866,6 +886,7 @@ fn acl_rules_apply_to_the_module_commands() {
 /// run time.
 #[test]
 fn clock_is_unusable_without_the_load_time_config() {
+    let _shared = shared();
     let server = Server::builder().real_clock().start();
     let mut c = server.con();
     for a in [
@@ -894,6 +915,7 @@ fn clock_is_unusable_without_the_load_time_config() {
 /// inside MULTI, from a Lua script, from a function, whatever the user's permissions.
 #[test]
 fn internal_apply_cannot_be_called_by_clients() {
+    let _shared = shared();
     let (_server, mut c) = Server::at_clock(T0);
     rate(&mut c, &args!("RL.GCRA", "k", 5, 1, 60_000));
     let before = snap(&mut c, "k");
@@ -927,6 +949,7 @@ fn internal_apply_cannot_be_called_by_clients() {
 /// admits exactly the limit, never more. Partial use then a jump back: at most the rest.
 #[test]
 fn clock_jumps_never_admit_more_nor_extend_the_ttl() {
+    let _shared = shared();
     for alg in ALGS.iter().filter(|a| a.cmd != "CL.THROTTLE") {
         clock_jumps(alg);
     }
@@ -935,6 +958,7 @@ fn clock_jumps_never_admit_more_nor_extend_the_ttl() {
 /// The same for CL.THROTTLE.
 #[test]
 fn clock_jumps_cl_throttle_never_admit_more_nor_extend_the_ttl() {
+    let _shared = shared();
     clock_jumps(ALGS.iter().find(|a| a.cmd == "CL.THROTTLE").unwrap());
 }
 
@@ -1034,6 +1058,7 @@ fn clock_jumps(alg: &Alg) {
 /// outlives its key.
 #[test]
 fn churn_returns_used_memory_to_where_it_started() {
+    let _shared = shared();
     let server = Server::start();
     let mut c = server.con();
     let calls = env_num("RL_CHURN_CALLS", 400_000) as usize;
@@ -1175,6 +1200,7 @@ fn state_buf(tag: u8, fields: &[u64]) -> Vec<u8> {
 /// unloadable: the server refuses to start.
 #[test]
 fn restored_edge_states_stay_loadable_after_every_command() {
+    let _shared = shared();
     let (_server, mut c) = Server::at_clock(T0);
     rate(&mut c, &args!("RL.GCRA", "tmpl", 5, 1, 1000));
     let Value::BulkString(d) = ok(&mut c, &args!("DUMP", "tmpl")) else {
