@@ -227,9 +227,8 @@ impl Op {
             },
             RENEW => {
                 let token = token(r.u64()?, r.u64()?)?;
-                let lease_ms = lease::Params::new(1, r.u64()?)
-                    .map_err(|_| DecodeError("bad lease parameters"))?
-                    .span_ms;
+                let lease_ms =
+                    lease::lease_ms(r.u64()?).map_err(|_| DecodeError("bad lease parameters"))?;
                 Op::Renew {
                     token,
                     lease_ms,

@@ -104,7 +104,6 @@ fn random_op(
     let s = &specs[rng.gen_range(0..specs.len())];
     let rule = &s.rules[usize::from(rng.gen_bool(0.1))];
     let mut a = vec![s.cmd.to_string(), s.key.clone()];
-    let opts = s.opts.iter().map(|o| o.to_string());
     match s.cmd {
         "RL.ACQUIRE" => {
             let known = tokens.get(&s.key).filter(|t| !t.is_empty());
@@ -131,7 +130,7 @@ fn random_op(
         }
         _ => {
             a.extend(rule.iter().map(|x| x.to_string()));
-            a.extend(opts);
+            a.extend(s.opts.iter().map(|o| o.to_string()));
             let cost = rng.gen_range(1..=3);
             if cost > 1 || rng.gen_bool(0.2) {
                 a.extend(args!("COST", cost));

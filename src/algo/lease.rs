@@ -13,7 +13,7 @@
 //! now. Nothing is clamped, and a refused ACQUIRE writes nothing.
 
 pub use super::leaseset::LeaseSet;
-use super::{div_ceil, sat_u64, Decision, Quota, SpanName, US_PER_MS};
+use super::{div_ceil, sat_u64, span, Decision, ParamError, Quota, SpanName, US_PER_MS};
 
 /// A fencing token: ordered by ms, then seq.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
@@ -52,11 +52,19 @@ pub struct Lease {
 }
 
 /// A concurrency rule: at most `limit` leases held, each of at most `span_ms`.
-pub type Params = Quota<Lease>;
+pub type Params = Quota<LeaseSpan>;
 
 /// The span of a concurrency rule is a lease's length.
-impl SpanName for Lease {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseSpan {}
+
+impl SpanName for LeaseSpan {
     const NAME: &'static str = "lease_ms";
+}
+
+/// Checks a lease's length on its own (RL.RENEW's argument): a rule's span bounds.
+pub fn lease_ms(v: u64) -> Result<u64, ParamError> {
+    span(v, LeaseSpan::NAME)
 }
 
 /// What the algorithm asks of the leases one key holds (including expired ones not yet

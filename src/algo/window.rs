@@ -14,13 +14,13 @@
 use super::{div_ceil, sat_u64, Decision, Quota, SpanName, US_PER_MS};
 
 /// A window rule: at most `limit` per window of `span_ms`.
-pub type Params = Quota<Window>;
+pub type Params = Quota<WindowSpan>;
 
 /// The span of a window rule is its window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Window {}
+pub enum WindowSpan {}
 
-impl SpanName for Window {
+impl SpanName for WindowSpan {
     const NAME: &'static str = "window_ms";
 }
 

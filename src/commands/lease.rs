@@ -52,11 +52,11 @@ pub fn renew(ctx: Ctx, args: &[RStr]) -> Result<Decided, Error> {
         return Err(Error::Arity);
     };
     let token = token(tok)?;
-    let p = lease::Params::new(1, positive(ms, "lease_ms")?)?;
+    let lease_ms = lease::lease_ms(positive(ms, "lease_ms")?)?;
     let now_us = clock::now_us();
     let op = Op::Renew {
         token,
-        lease_ms: p.span_ms,
+        lease_ms,
         now_us,
     };
     with_leases(ctx, key, op)
