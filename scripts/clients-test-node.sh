@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Node client's test suite: clients/node (npm package redis-ratelimit), node --test over
+# The Node client's test suite: clients/node (npm package redis-ratelimit-module), node --test over
 # real HTTP (Express, Fastify, express-rate-limit) and real servers with the module loaded
 # with `test-clock yes` (each test file starts its own redis-server on a free 127.0.0.1 port;
 # the cluster test a 3-node cluster of the same binary, with redis-cli --cluster create).

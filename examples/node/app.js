@@ -1,5 +1,5 @@
 'use strict';
-// A small Express app rate-limited with the redis-ratelimit package (clients/node).
+// A small Express app rate-limited with the redis-ratelimit-module package (clients/node).
 //
 //   npm ci
 //   REDIS_URL=redis://127.0.0.1:6379/0 node app.js        # listens on 127.0.0.1:3000
@@ -12,7 +12,7 @@
 
 const express = require('express');
 const Redis = require('ioredis');
-const { createLimiter, expressRateLimit, keys } = require('redis-ratelimit');
+const { createLimiter, expressRateLimit, keys } = require('redis-ratelimit-module');
 
 // Stands in for the application's real authentication (a session, a JWT's `sub` and `org`
 // claims, an API key table): `Authorization: Bearer <token>` looked up in `tokens`.

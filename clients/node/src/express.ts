@@ -1,6 +1,7 @@
 // Express middleware (Express 4 and 5; any Connect-style framework).
 //
 //   app.use(expressRateLimit({ limiter, limits: [...], exempt: ['/health', '/webhooks/*'] }));
+//   app.use('/api', expressRateLimit({ ..., routes: [{ path: '/login', ... }] }));  // /api/login
 //   app.post('/login', expressRateLimit({ limiter, limits: [loginLimit] }), handler);  // per route
 
 import { createGuard, type GuardOptions, type RequestContext, type RouteOverride } from './guard.js';
@@ -9,6 +10,8 @@ import { createGuard, type GuardOptions, type RequestContext, type RouteOverride
 interface Req {
   method: string;
   url: string;
+  /** Express: the path of `url` (inside `app.use('/api', mw)`, without the mount). */
+  path?: string;
   originalUrl?: string;
   headers: RequestContext['headers'];
   socket: { remoteAddress?: string };
@@ -38,7 +41,10 @@ export function expressRateLimit(options: ExpressOptions): (req: Req, res: Res, 
     guard.check({
       req,
       method: req.method,
-      path: pathOf(req.originalUrl ?? req.url),
+      // The path the app sees where the middleware is mounted: inside app.use('/api', mw)
+      // Express strips the mount from req.url (req.path), so a route or exemption '/login'
+      // matches a request to /api/login. Never req.originalUrl.
+      path: typeof req.path === 'string' ? req.path : pathOf(req.url),
       headers: req.headers,
       remoteAddress: req.socket?.remoteAddress,
     }, options.route?.(req)).then((r) => {

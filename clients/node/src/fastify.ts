@@ -22,13 +22,18 @@ function plugin(fastify: any, options: FastifyRateLimitOptions, done: Done): voi
     return;
   }
   const g = guard;
+  // Registered inside a prefixed context (register(child, { prefix: '/api' })), routes and
+  // exemptions match the path below the prefix, as Express's mount.
+  const prefix: string = typeof fastify.prefix === 'string' ? fastify.prefix.replace(/\/+$/, '') : '';
+  const local = (p: string): string => (prefix && (p === prefix || p.startsWith(`${prefix}/`))
+    ? p.slice(prefix.length) || '/' : p);
   fastify.addHook('onRequest', async (request: any, reply: any) => {
     const config = request.routeOptions?.config ?? request.context?.config ?? {};
     const route = config.rateLimit as RouteOverride | false | undefined;
     const r = await g.check({
       req: request,
       method: request.method,
-      path: pathOf(request.raw?.url ?? request.url),
+      path: local(pathOf(request.raw?.url ?? request.url)),
       headers: request.headers,
       remoteAddress: request.raw?.socket?.remoteAddress ?? request.socket?.remoteAddress,
     }, route);
@@ -45,7 +50,7 @@ function plugin(fastify: any, options: FastifyRateLimitOptions, done: Done): voi
 // What fastify-plugin sets: no encapsulation (the hook reaches the parent's routes), a name.
 const p = plugin as any;
 p[Symbol.for('skip-override')] = true;
-p[Symbol.for('fastify.display-name')] = 'redis-ratelimit';
-p[Symbol.for('plugin-meta')] = { name: 'redis-ratelimit', fastify: '>=4' };
+p[Symbol.for('fastify.display-name')] = 'redis-ratelimit-module';
+p[Symbol.for('plugin-meta')] = { name: 'redis-ratelimit-module', fastify: '>=4' };
 
 export const fastifyRateLimit: (fastify: any, options: FastifyRateLimitOptions, done: Done) => void = plugin;

@@ -4,7 +4,7 @@
 // shells around `createGuard`.
 
 import { createHash } from 'node:crypto';
-import { rateLimitHeaders, type HeaderItem } from './headers.js';
+import { emissionInterval, rateLimitHeaders, type HeaderItem } from './headers.js';
 import { addressKey, clientAddress, Networks, type TrustedProxies } from './ip.js';
 import { type Limiter } from './limiter.js';
 import { MemoryLimiter } from './memory.js';
@@ -50,6 +50,11 @@ export interface LimitSpec {
   fallback?: boolean | Rule;
   /** Spend and report, never refuse (overrides the guard's `shadow`). */
   shadow?: boolean;
+  /** A penalty (`BLOCK ms`): when this limit refuses a request, its key refuses everything
+   * for `blockMs` from then on (e.g. 15 minutes after 10 failed logins). RL.ALL takes no
+   * BLOCK, so a limit with a block is checked in its own command, after the other limits of
+   * the request admitted it (a request they refuse does not reach it). */
+  blockMs?: number;
 }
 
 /** Limits for some routes. */
@@ -60,7 +65,8 @@ export interface RouteLimits {
   methods?: string[];
   /** The limits of these routes; `false` exempts them. */
   limits: LimitSpec[] | false;
-  /** true: these limits replace the global ones; false (default): they are added. */
+  /** false (default): these limits are added to the global ones (a route limit with the
+   * name of a global one takes its place); true: they replace the global ones. */
   replace?: boolean;
 }
 
@@ -76,9 +82,13 @@ export interface LimitOutcome {
    * failed-open / failed-closed: Redis failed and the limit let the request through / not. */
   source: 'redis' | 'fallback' | 'failed-open' | 'failed-closed';
   decision?: Decision;
-  /** The module's reply when `decision.remaining` had the request's cost added back (a
-   * rule that would have admitted, in an RL.ALL refused by another). */
+  /** The module's reply, when `decision` is this limit's real state rather than the reply: a
+   * rule that would have admitted, in an RL.ALL refused by another, answers as if the request
+   * were spent (as DRYRUN); nothing was spent, so `decision` has the cost added back to
+   * `remaining` (and, for GCRA / TOKENBUCKET / QUEUE, taken off `resetAfterMs`). */
   reply?: Decision;
+  /** Why Redis was not asked or did not answer (a `CircuitOpenError` while the breaker is
+   * open). */
   error?: unknown;
 }
 
@@ -89,7 +99,27 @@ export interface DecisionEvent {
   /** A shadow limit would have refused this request. */
   shadowRefused: boolean;
   limits: LimitOutcome[];
+  /** The module's `refused_by` of the request's RL.ALL: the 1-based index (among the limits
+   * of that call, in `limits` order) of the first limit that refused, 0 when it admitted;
+   * undefined when no RL.ALL was sent (one limit, or one command per limit). */
+  refusedBy?: number;
   durationMs: number;
+}
+
+/** Redis failed less than `breakerMs` ago: the limit took its failure path without asking. */
+export class CircuitOpenError extends Error {
+  override readonly name = 'CircuitOpenError';
+  constructor() { super('redis-ratelimit: Redis failed recently, not asked (breakerMs)'); }
+}
+
+/** Whether an error means "Redis cannot answer" (connection lost or refused, timeout, the
+ * server out of memory, loading, read-only, busy, a cluster reconfiguring): the limit takes
+ * its failure path. Any other error (a wrong argument or type, `ERR ...`, `WRONGTYPE`) is a
+ * bug in the configuration and propagates (the framework answers 500). */
+export function isUnavailable(err: unknown): boolean {
+  if (err instanceof TypeError || err instanceof RangeError) return false;
+  const m = err instanceof Error ? err.message : String(err);
+  return !/^(ERR|WRONGTYPE|CROSSSLOT|NOSCRIPT|EXECABORT|NOPERM)\b/.test(m);
 }
 
 export interface GuardOptions {
@@ -125,6 +155,13 @@ export interface GuardOptions {
   headers?: { draft?: boolean; legacy?: boolean };
   /** Called after every checked request (metrics, logs). Must not throw. */
   onDecision?: (event: DecisionEvent) => void;
+  /** After Redis failed (connection error, timeout, OOM, LOADING, ...), requests take their
+   * failure path at once (fallback, else failOpen, else 503) for this many ms instead of
+   * each waiting for a timeout; then the next request tries Redis again. 0: every request
+   * tries Redis. Default 1000. */
+  breakerMs?: number;
+  /** The clock of the breaker, in ms (default performance.now). For tests. */
+  now?: () => number;
   /** The in-memory limiter used by `fallback` limits (default: a new one). */
   memory?: MemoryLimiter;
   logger?: { warn(msg: string): void; error(msg: string): void };
@@ -187,6 +224,31 @@ interface Planned {
   shadow: boolean;
 }
 
+/** `list` with `extra` added: a limit of `extra` with the name of one in `list` takes its
+ * place, the others are appended. */
+function addLimits(list: LimitSpec[], extra: LimitSpec[]): LimitSpec[] {
+  const names = new Set(extra.map((l) => l.name));
+  const byName = new Map(extra.map((l) => [l.name, l]));
+  const out = list.map((l) => (names.has(l.name) ? byName.get(l.name)! : l));
+  for (const l of extra) if (!out.includes(l)) out.push(l);
+  return out;
+}
+
+/** An RL.ALL rule that would have admitted a refused request answered as if it had spent its
+ * cost (as DRYRUN); nothing was spent: its real state has `cost` more remaining and, for
+ * the GCRA family, `cost` emission intervals less to its reset. */
+function unspent(d: Decision, rule: Rule, cost: number): Decision {
+  if (!d.allowed) return d;
+  let reset = d.resetAfterMs;
+  const ei = emissionInterval(rule);
+  if (ei) {
+    const [num, den] = ei;
+    const v = BigInt(reset) * den - BigInt(cost) * num;
+    reset = v <= 0n ? 0 : Number((v + den - 1n) / den);
+  }
+  return { ...d, remaining: Math.min(d.limit, d.remaining + cost), resetAfterMs: reset };
+}
+
 export interface Guard {
   /** Decides one request. `route` adds or replaces limits (a framework's per-route config). */
   check(ctx: Omit<RequestContext, 'ip'>, route?: RouteOverride | false): Promise<GuardResult>;
@@ -219,11 +281,11 @@ export function createGuard(options: GuardOptions): Guard {
       if (!matches(r.path, ctx)) continue;
       if (r.methods && !r.methods.some((m) => m.toUpperCase() === ctx.method.toUpperCase())) continue;
       if (r.limits === false) return false;
-      list = r.replace ? r.limits : [...list, ...r.limits];
+      list = r.replace ? r.limits : addLimits(list, r.limits);
       break;
     }
     if (route === false) return false;
-    if (route?.limits) list = route.replace ? route.limits : [...list, ...route.limits];
+    if (route?.limits) list = route.replace ? route.limits : addLimits(list, route.limits);
     return list;
   }
 
@@ -241,20 +303,39 @@ export function createGuard(options: GuardOptions): Guard {
     return out;
   }
 
-  // One promise per group; each resolves to decisions in the group's order.
-  function send(group: Planned[]): Promise<{ decision: Decision; reply?: Decision }[]> {
-    if (group.length === 1) {
-      const [p] = group;
-      return limiter.check(p.key, p.spec.rule, { cost: p.cost === 1 ? undefined : p.cost, timeoutMs })
-        .then((d) => [{ decision: d }]);
+  const breakerMs = options.breakerMs ?? 1000;
+  const now = options.now ?? (() => performance.now());
+  let openUntil = -Infinity;
+  const circuitOpen = (): boolean => breakerMs > 0 && now() < openUntil;
+
+  type Sent = { ok: true; decisions: { decision: Decision; reply?: Decision }[]; refusedBy?: number }
+    | { ok: false; error: unknown };
+
+  // One command for a group: its decisions in the group's order, or the failure (Redis
+  // unavailable, or not asked while the breaker is open). Other errors propagate.
+  async function send(group: Planned[]): Promise<Sent> {
+    if (circuitOpen()) return { ok: false, error: new CircuitOpenError() };
+    const cost = (p: Planned): number | undefined => (p.cost === 1 ? undefined : p.cost);
+    try {
+      if (group.length === 1) {
+        const [p] = group;
+        const d = await limiter.check(p.key, p.spec.rule, { cost: cost(p), blockMs: p.spec.blockMs, timeoutMs });
+        return { ok: true, decisions: [{ decision: d }] };
+      }
+      const r = await limiter.all(group.map((p) => ({ key: p.key, rule: p.spec.rule, cost: cost(p) })), { timeoutMs });
+      return {
+        ok: true,
+        refusedBy: r.refusedBy,
+        // Refused as a whole: nothing was spent anywhere; a rule that would have admitted
+        // answered as if it had spent: report its real state.
+        decisions: r.decisions.map((d, i) => (r.allowed || !d.allowed ? { decision: d }
+          : { decision: unspent(d, group[i].spec.rule, group[i].cost), reply: d })),
+      };
+    } catch (err) {
+      if (!isUnavailable(err)) throw err;
+      openUntil = now() + breakerMs;
+      return { ok: false, error: err };
     }
-    return limiter.all(group.map((p) => ({ key: p.key, rule: p.spec.rule, cost: p.cost === 1 ? undefined : p.cost })),
-      { timeoutMs }).then((r) => r.decisions.map((d, i) => {
-      // Refused as a whole: nothing was spent anywhere. A rule that would have admitted
-      // counted this request in its remaining (as DRYRUN does): add its cost back.
-      if (r.allowed || !d.allowed) return { decision: d };
-      return { decision: { ...d, remaining: Math.min(d.limit, d.remaining + group[i].cost) }, reply: d };
-    }));
   }
 
   async function check(base: Omit<RequestContext, 'ip'>, route?: RouteOverride | false): Promise<GuardResult> {
@@ -266,9 +347,10 @@ export function createGuard(options: GuardOptions): Guard {
         return addressKey(addr, v6Prefix) ?? addr;
       })(),
     };
+    let refusedBy: number | undefined;
     const done = (status: 200 | 429 | 503, outcome: DecisionEvent['outcome'], limits: LimitOutcome[],
       headers: Record<string, string>, body?: Record<string, unknown>, shadowRefused = false): GuardResult => {
-      const event: DecisionEvent = { ctx, outcome, shadowRefused, limits, durationMs: performance.now() - started };
+      const event: DecisionEvent = { ctx, outcome, shadowRefused, limits, refusedBy, durationMs: performance.now() - started };
       report(event);
       return { status, headers, body, event };
     };
@@ -281,32 +363,44 @@ export function createGuard(options: GuardOptions): Guard {
 
     // Enforced limits in one RL.ALL (atomic) or one command each; shadow limits on their own
     // so that a shadow refusal never stops an enforced limit from spending, and vice versa.
-    const enforced = planned.filter((p) => !p.shadow);
+    // Enforced limits with a block (RL.ALL takes no BLOCK) each in their own command, after
+    // the others admitted.
+    const enforced = planned.filter((p) => !p.shadow && p.spec.blockMs === undefined);
+    const blocking = planned.filter((p) => !p.shadow && p.spec.blockMs !== undefined);
     const groups: Planned[][] = [];
     if (atomic && enforced.length > 1) groups.push(enforced); else for (const p of enforced) groups.push([p]);
     for (const p of planned) if (p.shadow) groups.push([p]);
 
-    const settled = await Promise.allSettled(groups.map(send));
     const outcomes: LimitOutcome[] = [];
-    groups.forEach((group, gi) => {
-      const s = settled[gi];
-      group.forEach((p, i) => {
-        const base = { name: p.spec.name, key: p.key, cost: p.cost, shadow: p.shadow };
-        if (s.status === 'fulfilled') {
-          outcomes.push({ ...base, source: 'redis', ...s.value[i] });
-          return;
-        }
-        const err = s.reason;
-        if (p.spec.fallback) {
-          const rule = p.spec.fallback === true ? p.spec.rule : p.spec.fallback;
-          outcomes.push({ ...base, source: 'fallback', decision: memory.check(p.key, rule, p.cost), error: err });
-        } else {
-          outcomes.push({ ...base, source: p.spec.failOpen === false && !p.shadow ? 'failed-closed' : 'failed-open', error: err });
-        }
+    const collect = (gs: Planned[][], settled: Sent[]): void => {
+      gs.forEach((group, gi) => {
+        const s = settled[gi];
+        if (s.ok && s.refusedBy !== undefined) refusedBy = s.refusedBy;
+        group.forEach((p, i) => {
+          const base = { name: p.spec.name, key: p.key, cost: p.cost, shadow: p.shadow };
+          if (s.ok) {
+            outcomes.push({ ...base, source: 'redis', ...s.decisions[i] });
+            return;
+          }
+          const err = s.error;
+          if (p.spec.fallback) {
+            const rule = p.spec.fallback === true ? p.spec.rule : p.spec.fallback;
+            outcomes.push({ ...base, source: 'fallback', decision: memory.check(p.key, rule, p.cost), error: err });
+          } else {
+            outcomes.push({ ...base, source: p.spec.failOpen === false && !p.shadow ? 'failed-closed' : 'failed-open', error: err });
+          }
+        });
       });
-    });
+    };
+    collect(groups, await Promise.all(groups.map(send)));
+    const stopped = (): boolean => outcomes.some((o) => !o.shadow
+      && (o.source === 'failed-closed' || (o.decision !== undefined && !o.decision.allowed)));
+    if (blocking.length && !stopped()) {
+      const bgroups = blocking.map((p) => [p]);
+      collect(bgroups, await Promise.all(bgroups.map(send)));
+    }
     for (const o of outcomes) {
-      if (o.error !== undefined) {
+      if (o.error !== undefined && !(o.error instanceof CircuitOpenError)) {
         const msg = o.error instanceof Error ? o.error.message : String(o.error);
         const how = o.source === 'fallback' ? 'in-memory fallback' : o.source === 'failed-open' ? 'failing open' : 'failing closed';
         logger.warn(`redis-ratelimit: limit "${o.name}" could not reach Redis (${how}): ${msg}`);
@@ -314,27 +408,29 @@ export function createGuard(options: GuardOptions): Guard {
     }
 
     const shadowRefused = outcomes.some((o) => o.shadow && o.decision && !o.decision.allowed);
-    const items: HeaderItem[] = outcomes
+    // Headers in the order of the limits' configuration.
+    const ordered = planned.flatMap((p) => outcomes.filter((o) => o.key === p.key && o.name === p.spec.name));
+    const items: HeaderItem[] = ordered
       .filter((o) => !o.shadow && o.decision)
-      .map((o) => ({ name: o.name, rule: rule(o, planned), decision: o.decision!, basis: o.reply }));
+      .map((o) => ({ name: o.name, rule: rule(o, planned), decision: o.decision! }));
     const headers = rateLimitHeaders(items, headerOpts);
 
     if (outcomes.some((o) => o.source === 'failed-closed')) {
       const h: Record<string, string> = { 'Retry-After': '1' };
-      return done(503, 'unavailable', outcomes, h, {
+      return done(503, 'unavailable', ordered, h, {
         type: 'about:blank', title: 'Rate limiter unavailable', status: 503,
       }, shadowRefused);
     }
-    const refused = outcomes.filter((o) => !o.shadow && o.decision && !o.decision.allowed);
+    const refused = ordered.filter((o) => !o.shadow && o.decision && !o.decision.allowed);
     if (refused.length) {
-      return done(429, 'refused', outcomes, headers, {
+      return done(429, 'refused', ordered, headers, {
         type: QUOTA_EXCEEDED,
         title: 'Request cannot be satisfied as assigned quota has been exceeded',
         status: 429,
         'violated-policies': refused.map((o) => o.name),
       }, shadowRefused);
     }
-    return done(200, 'allowed', outcomes, headers, undefined, shadowRefused);
+    return done(200, 'allowed', ordered, headers, undefined, shadowRefused);
   }
 
   function rule(o: LimitOutcome, planned: Planned[]): Rule {

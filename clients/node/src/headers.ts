@@ -4,29 +4,24 @@
 //   RateLimit: "user";r=3;t=6, "org";r=990;t=60
 //   Retry-After: 6                                             (429 only)
 //
-// `q` is the limit's quota (the decision's `limit`), `w` its window in seconds (below),
-// `r` the remaining units, and `t` "the number of seconds until additional quota ... is made
-// available" (draft-10 §4.1.2) — not the time to a full reset. From the five reply fields and
-// the rule's numbers:
-//  - refused: t = ceil(retry_after_ms / 1000), the same as Retry-After (the draft says
-//    Retry-After should not point before t);
-//  - nothing spent (remaining = limit): no t (no quota is coming, the key is fresh);
-//  - GCRA / TOKENBUCKET (emission interval T = period/count) and QUEUE (T = interval): the
-//    key's lead over now is reset_after_ms and each T of it is one unit, so the next unit is
-//    back after reset_after_ms - (limit - remaining - 1) * T;
-//  - FIXED: at the window's end, reset_after_ms;
-//  - SLIDING: the previous and current counts are not in the reply; an upper bound that holds
-//    whatever they are: if the current window has a count (reset_after_ms > window_ms) the
-//    current window ends in reset_after_ms - window_ms and one more unit is back at most
-//    window_ms / (limit - remaining) later; else only the previous window weighs, and a unit is
-//    back within reset_after_ms / (limit - remaining). Both before the full reset: for a
-//    limit of 100 with 10 spent, the current window's end plus a tenth of a window instead of
-//    two windows, or a tenth of what is left of the previous window's weight. (Exact would
-//    need the two counts: RL.INFO, another round trip.)
-//  - LOG: reset_after_ms (when the newest entry ages out: exact when one request is logged,
-//    an upper bound otherwise; the oldest entry's age is not in the reply).
-// All in milliseconds, then rounded up to whole seconds, so a client that waits t seconds
-// finds the quota there.
+// `q` is the limit's quota (the decision's `limit`), `w` its window in seconds, rounded up
+// (SLIDING / FIXED / LOG: window_ms; GCRA / TOKENBUCKET / QUEUE: limit x emission interval,
+// the time an exhausted key takes to be fresh again), `r` the remaining units, and `t` "the
+// number of seconds until additional quota ... is made available" (draft-10 §4.1.2). The
+// rule is the one both client packages (Node and Python) implement, from the five reply
+// fields and the rule's numbers, in ms, then rounded up to whole seconds:
+//  - refused: retry_after_ms, the same as Retry-After;
+//  - admitted, nothing spent (remaining >= limit): 0;
+//  - GCRA / TOKENBUCKET (emission interval T = period/count, exact) and QUEUE (T = interval):
+//    reset_after_ms - (limit - remaining - 1) * T, the next unit's return (the key's lead
+//    over now is reset_after_ms and each T of it is one unit);
+//  - FIXED: reset_after_ms, the window's end;
+//  - SLIDING: reset_after_ms - window_ms when reset_after_ms > window_ms (the current window
+//    has a count: its end), else reset_after_ms;
+//  - LOG: reset_after_ms;
+//  - then t is clamped to at most w.
+// Retry-After (refused only) is the longest retry_after_ms of the refusing limits, rounded
+// up: the module's own answer, never computed here.
 //
 // The legacy fields (`X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset`, on
 // request) describe the single tightest limit (a refusing one with the longest wait, else
@@ -41,10 +36,6 @@ export interface HeaderItem {
   /** The rule, for `w` and `t`; without it `w` is omitted and t = reset_after_ms. */
   rule?: Rule;
   decision: Decision;
-  /** The decision `t` is derived from, when `decision.remaining` was adjusted: an RL.ALL
-   * refused by another rule replies for this one as if the request were spent (as DRYRUN);
-   * adding its cost back to `remaining` alone would shift `t`, the reply as given does not. */
-  basis?: Decision;
 }
 
 export interface HeaderOptions {
@@ -85,37 +76,42 @@ export function quota(rule: Rule): number {
   }
 }
 
-/** Milliseconds until additional quota is available (see the top of this file); null when
- * the quota is full and none is coming. */
-export function nextQuotaMs(d: Decision, rule?: Rule): number | null {
-  if (!d.allowed) return d.retryAfterMs;
-  if (d.remaining >= d.limit) return null;
-  const reset = big(d.resetAfterMs);
-  const spentBeyondOne = big(d.limit - d.remaining - 1);
-  const gcraLike = (period: bigint, count: bigint): number => {
-    // reset - spentBeyondOne * period / count, rounded up, in [0, reset]
-    const v = ceilDiv(reset * count - spentBeyondOne * period, count);
-    return Number(v > reset ? reset : v);
-  };
-  if (!rule) return d.resetAfterMs;
+/** For the GCRA family (GCRA, TOKENBUCKET, QUEUE): the time one unit takes to come back, as
+ * the exact fraction [numerator, denominator] in ms; null for windows and logs. */
+export function emissionInterval(rule: Rule): [bigint, bigint] | null {
   switch (rule.algorithm) {
-    case 'gcra': return gcraLike(big(rule.periodMs), big(rule.count));
-    case 'tokenbucket': return gcraLike(big(rule.refillPeriodMs), big(rule.refillTokens));
-    case 'queue': return gcraLike(big(rule.intervalMs), 1n);
-    case 'sliding': {
-      const w = big(rule.windowMs);
-      const units = big(d.limit - d.remaining);
-      const v = reset > w ? reset - w + ceilDiv(w, units) : ceilDiv(reset, units);
-      return Number(v > reset ? reset : v);
-    }
-    default: return d.resetAfterMs;
+    case 'gcra': return [big(rule.periodMs), big(rule.count)];
+    case 'tokenbucket': return [big(rule.refillPeriodMs), big(rule.refillTokens)];
+    case 'queue': return [big(rule.intervalMs), 1n];
+    default: return null;
   }
 }
 
-/** The `t` parameter in seconds (null: omit it). */
-export function resetParameter(d: Decision, rule?: Rule): number | null {
-  const ms = nextQuotaMs(d, rule);
-  return ms === null ? null : seconds(ms);
+/** Milliseconds until additional quota is available (see the top of this file), before the
+ * clamp to the policy window; 0 when nothing is spent. */
+export function nextQuotaMs(d: Decision, rule?: Rule): number {
+  if (!d.allowed) return d.retryAfterMs;
+  if (d.remaining >= d.limit || d.resetAfterMs <= 0) return 0;
+  if (!rule) return d.resetAfterMs;
+  const reset = big(d.resetAfterMs);
+  const ei = emissionInterval(rule);
+  if (ei) {
+    // reset - (limit - remaining - 1) * num / den, rounded up, at least 0
+    const [num, den] = ei;
+    return Number(ceilDiv(reset * den - big(d.limit - d.remaining - 1) * num, den));
+  }
+  if (rule.algorithm === 'sliding') {
+    const w = big(rule.windowMs);
+    return Number(reset > w ? reset - w : reset);
+  }
+  return d.resetAfterMs; // FIXED, LOG
+}
+
+/** The `t` parameter in seconds: nextQuotaMs rounded up, at most the policy window `w`
+ * (when the rule is known). */
+export function resetParameter(d: Decision, rule?: Rule): number {
+  const t = seconds(nextQuotaMs(d, rule));
+  return rule ? Math.min(t, windowSeconds(rule)) : t;
 }
 
 /** A structured-field string (RFC 8941 §3.3.3): printable ASCII, `"` and `\` escaped. */
@@ -150,8 +146,8 @@ export function rateLimitHeaders(items: HeaderItem[], o: HeaderOptions = {}): Re
       return `${sfString(it.name)};q=${q}${it.rule ? `;w=${windowSeconds(it.rule)}` : ''}`;
     }).join(', ');
     h.RateLimit = items.map((it) => {
-      const t = resetParameter(it.basis ?? it.decision, it.rule);
-      return `${sfString(it.name)};r=${Math.max(0, it.decision.remaining)}${t === null ? '' : `;t=${t}`}`;
+      const t = resetParameter(it.decision, it.rule);
+      return `${sfString(it.name)};r=${Math.max(0, it.decision.remaining)};t=${t}`;
     }).join(', ');
   }
   if (o.legacy) {

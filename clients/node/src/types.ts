@@ -26,7 +26,7 @@ export interface SlidingRule {
   algorithm: 'sliding';
   limit: Int;
   windowMs: Int;
-  /** `STAGGER`: windows offset by the key's hash slot (issue "beyond yes or no"). */
+  /** `STAGGER`: windows offset by the key's hash slot. */
   stagger?: boolean;
 }
 
@@ -35,7 +35,7 @@ export interface FixedRule {
   algorithm: 'fixed';
   limit: Int;
   windowMs: Int;
-  /** `STAGGER`: windows offset by the key's hash slot (issue "beyond yes or no"). */
+  /** `STAGGER`: windows offset by the key's hash slot. */
   stagger?: boolean;
 }
 

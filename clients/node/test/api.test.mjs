@@ -2,7 +2,7 @@
 // RESP3), against a real server with the module and its test clock.
 import { test, describe, before, after, beforeEach } from 'node:test';
 import assert from 'node:assert/strict';
-import { createLimiter, TimeoutError } from 'redis-ratelimit';
+import { createLimiter, TimeoutError } from 'redis-ratelimit-module';
 import { keySlot, CLIENTS, NOW_MS, admin, ifSupported, startServer, freePort } from './helpers.mjs';
 
 let server;

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { Cluster } from 'ioredis';
 import { createCluster } from 'redis';
-import { createLimiter } from 'redis-ratelimit';
+import { createLimiter } from 'redis-ratelimit-module';
 import { NOW_MS, startCluster } from './helpers.mjs';
 
 let cluster;

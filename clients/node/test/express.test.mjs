@@ -3,7 +3,7 @@ import { test, before, after, beforeEach, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import express from 'express';
 import Redis from 'ioredis';
-import { createLimiter, expressRateLimit, keys, MemoryLimiter } from 'redis-ratelimit';
+import { createLimiter, expressRateLimit, keys, MemoryLimiter } from 'redis-ratelimit-module';
 import { NOW_MS, admin, freePort, startServer } from './helpers.mjs';
 
 let server;
@@ -115,7 +115,7 @@ test('user and org checked together with one RL.ALL, keys under one hash tag', a
   const as = (u) => get('/', { headers: { Authorization: `Bearer ${u}@acme` } });
   await adm.config('RESETSTAT');
   const first = await as('alice');
-  assert.equal(first.headers.get('RateLimit'), '"user";r=2;t=2, "org";r=3;t=120');
+  assert.equal(first.headers.get('RateLimit'), '"user";r=2;t=2, "org";r=3;t=60');
   const stats = await adm.info('commandstats');
   assert.match(stats, /cmdstat_rl\.all:calls=1,/);
   assert.doesNotMatch(stats, /cmdstat_rl\.gcra/);
@@ -123,7 +123,7 @@ test('user and org checked together with one RL.ALL, keys under one hash tag', a
   const r = await as('alice');
   assert.equal(r.status, 429);
   assert.deepEqual(JSON.parse(r.body_)['violated-policies'], ['org']);
-  assert.equal(r.headers.get('RateLimit'), '"user";r=1;t=2, "org";r=0;t=75');
+  assert.equal(r.headers.get('RateLimit'), '"user";r=1;t=2, "org";r=0;t=60');
   assert.equal(r.headers.get('Retry-After'), '75');
   assert.deepEqual((await adm.keys('rl:*')).sort(),
     ['rl:{org:acme}:org:acme', 'rl:{org:acme}:user:alice', 'rl:{org:acme}:user:bob']);

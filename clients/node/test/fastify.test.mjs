@@ -3,7 +3,7 @@ import { test, before, after, beforeEach } from 'node:test';
 import assert from 'node:assert/strict';
 import Fastify from 'fastify';
 import { createClient } from 'redis';
-import { createLimiter, fastifyRateLimit, keys } from 'redis-ratelimit';
+import { createLimiter, fastifyRateLimit, keys } from 'redis-ratelimit-module';
 import { NOW_MS, admin, startServer } from './helpers.mjs';
 
 let server;

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import {
   addressKey, clientAddress, createLimiter, nextQuotaMs, rateLimitHeaders, resetParameter, sfString,
   windowSeconds, MemoryLimiter,
-} from 'redis-ratelimit';
+} from 'redis-ratelimit-module';
 import { NOW_MS, admin, startServer } from './helpers.mjs';
 
 let server;
@@ -31,8 +31,9 @@ test('structured-field strings are escaped', () => {
   assert.equal(sfString('é'), '"?"');
 });
 
-// For each rule: spend some, render t, advance the clock by t seconds (and by less): the
-// quota must be back at t (remaining grows) and, for GCRA, not much earlier.
+// For each rule: spend some, render t, advance the clock by t seconds: the quota must be back
+// at t (remaining grows) and, for GCRA, not much earlier. SLIDING's t is the current
+// window's end (decision 3), where its count starts to age out.
 const cases = [
   ['gcra', { algorithm: 'gcra', burst: 10, count: 1, periodMs: 6000 }, 4],
   ['tokenbucket', { algorithm: 'tokenbucket', capacity: 10, refillTokens: 1, refillPeriodMs: 6000 }, 4],
@@ -47,7 +48,16 @@ for (const [name, rule, spent] of cases) {
     let d;
     for (let i = 0; i < spent; i++) d = await limiter.check('k', rule);
     const t = resetParameter(d, rule);
-    assert.ok(t !== null && t > 0);
+    assert.ok(t > 0);
+    if (name === 'sliding') {
+      // 4 in the current window: reset_after_ms is the next window's end; t the current's
+      assert.equal(d.resetAfterMs, 120000 - 12345);
+      assert.equal(t, Math.ceil((d.resetAfterMs - 60000) / 1000));
+      await advance(t * 1000 + 15000); // a quarter window later, one of the 4 has aged out
+      const later = await limiter.check('k', rule, { dryrun: true });
+      assert.ok(later.remaining + 1 > d.remaining, `${later.remaining + 1} units, had ${d.remaining}`);
+      return;
+    }
     assert.ok(t * 1000 <= d.resetAfterMs + 999, `t ${t} s within the full reset ${d.resetAfterMs} ms`);
     await advance(t * 1000);
     const later = await limiter.check('k', rule, { dryrun: true });
@@ -62,30 +72,31 @@ for (const [name, rule, spent] of cases) {
   });
 }
 
-test('sliding: t is well before the full reset', async () => {
+test('sliding: t is the current window\'s end, else the previous window\'s weight end', async () => {
   const rule = { algorithm: 'sliding', limit: 10, windowMs: 60000 };
-  // Current window in use: at most its end + window / (limit - remaining), not two windows.
   let a;
   for (let i = 0; i < 5; i++) a = await limiter.check('s', rule);
   assert.equal(a.resetAfterMs, 120000);
-  assert.equal(resetParameter(a, rule), 60 + 12);
-  await advance(72000);
-  const later = await limiter.check('s', rule, { dryrun: true });
-  assert.ok(later.remaining + 1 > a.remaining);
-  // Only the previous window weighs (a peek, or a decision made elsewhere): a fraction of it.
+  assert.equal(resetParameter(a, rule), 60);
+  // Only the previous window weighs (a peek): reset_after_ms itself.
   const peek = { allowed: true, limit: 10, remaining: 5, retryAfterMs: 0, resetAfterMs: 54000 };
-  assert.equal(resetParameter(peek, rule), 11);
+  assert.equal(resetParameter(peek, rule), 54);
 });
 
-test('refused: t equals Retry-After; fresh quota: no t', () => {
+test('refused: t equals Retry-After (at most w); fresh quota: t=0', () => {
   const rule = { algorithm: 'gcra', burst: 3, count: 1, periodMs: 1500 };
   const refused = { allowed: false, limit: 3, remaining: 0, retryAfterMs: 1500, resetAfterMs: 4500 };
   assert.deepEqual(rateLimitHeaders([{ name: 'user', rule, decision: refused }]), {
     'RateLimit-Policy': '"user";q=3;w=5', RateLimit: '"user";r=0;t=2', 'Retry-After': '2',
   });
-  assert.equal(nextQuotaMs({ allowed: true, limit: 3, remaining: 3, retryAfterMs: 0, resetAfterMs: 0 }, rule), null);
+  assert.equal(nextQuotaMs({ allowed: true, limit: 3, remaining: 3, retryAfterMs: 0, resetAfterMs: 0 }, rule), 0);
   assert.equal(rateLimitHeaders([{ name: 'p', rule, decision: { allowed: true, limit: 3, remaining: 3, retryAfterMs: 0, resetAfterMs: 0 } }]).RateLimit,
-    '"p";r=3');
+    '"p";r=3;t=0');
+  // a block far beyond the window: Retry-After says it, t stays within w
+  const blocked = { allowed: false, limit: 3, remaining: 0, retryAfterMs: 900000, resetAfterMs: 900000 };
+  assert.deepEqual(rateLimitHeaders([{ name: 'user', rule, decision: blocked }]), {
+    'RateLimit-Policy': '"user";q=3;w=5', RateLimit: '"user";r=0;t=5', 'Retry-After': '900',
+  });
 });
 
 test('several limits; legacy X-RateLimit-* on request', () => {
@@ -96,7 +107,7 @@ test('several limits; legacy X-RateLimit-* on request', () => {
   const h = rateLimitHeaders([user, org], { legacy: true, nowMs: 1_000_000 });
   assert.deepEqual(h, {
     'RateLimit-Policy': '"user";q=3;w=5, "org";q=4;w=60',
-    RateLimit: '"user";r=1;t=2, "org";r=0;t=75',
+    RateLimit: '"user";r=1;t=2, "org";r=0;t=60', // t at most w; Retry-After the module's
     'X-RateLimit-Limit': '4',
     'X-RateLimit-Remaining': '0',
     'X-RateLimit-Reset': String(Math.ceil((1_000_000 + 120000) / 1000)),

@@ -189,7 +189,7 @@ export async function admin(port) {
  * `ERR syntax error`, or refuses COST 0), skips the test with the reason. Returns true if it
  * ran. */
 export async function ifSupported(t, what, fn) {
-  const { isUnsupportedOption } = require('redis-ratelimit');
+  const { isUnsupportedOption } = require('redis-ratelimit-module');
   try {
     await fn();
     return true;

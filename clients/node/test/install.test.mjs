@@ -22,14 +22,14 @@ function project(name) {
   const dir = path.join(tmp, name);
   fs.mkdirSync(dir);
   fs.writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name, version: '1.0.0', private: true }));
-  fs.writeFileSync(path.join(dir, 'use.cjs'), `const rl = require('redis-ratelimit');
+  fs.writeFileSync(path.join(dir, 'use.cjs'), `const rl = require('redis-ratelimit-module');
 const { createLimiter, expressRateLimit, fastifyRateLimit, RedisRateLimitStore, rateLimitHeaders } = rl;
 if (typeof createLimiter !== 'function' || typeof expressRateLimit !== 'function' || typeof fastifyRateLimit !== 'function'
   || typeof RedisRateLimitStore !== 'function') throw new Error('missing export');
 console.log('cjs', rateLimitHeaders([{ name: 'p', decision: { allowed: true, limit: 2, remaining: 1, retryAfterMs: 0, resetAfterMs: 1000 } }]).RateLimit);
 `);
-  fs.writeFileSync(path.join(dir, 'use.mjs'), `import { createLimiter, addressKey } from 'redis-ratelimit';
-import * as all from 'redis-ratelimit';
+  fs.writeFileSync(path.join(dir, 'use.mjs'), `import { createLimiter, addressKey } from 'redis-ratelimit-module';
+import * as all from 'redis-ratelimit-module';
 if (typeof createLimiter !== 'function' || typeof all.MemoryLimiter !== 'function') throw new Error('missing export');
 console.log('esm', addressKey('2001:db8::1'));
 `);
@@ -53,15 +53,15 @@ test('the packed tarball installs and loads; types for import and require', () =
   const dir = project('from-tarball');
   npmInstall(dir, tarball);
   load(dir);
-  const installed = path.join(dir, 'node_modules', 'redis-ratelimit');
+  const installed = path.join(dir, 'node_modules', 'redis-ratelimit-module');
   assert.ok(fs.existsSync(path.join(installed, 'dist/esm/index.d.ts')));
   assert.ok(!fs.existsSync(path.join(installed, 'src')), 'only dist/ and the README are shipped');
   // TypeScript sees the types through both conditions.
-  fs.writeFileSync(path.join(dir, 'a.mts'), `import { createLimiter, type Decision } from 'redis-ratelimit';
+  fs.writeFileSync(path.join(dir, 'a.mts'), `import { createLimiter, type Decision } from 'redis-ratelimit-module';
 const d: Decision = { allowed: true, limit: 1, remaining: 0, retryAfterMs: 0, resetAfterMs: 1 };
 export const f = (c: unknown) => createLimiter(c).gcra('k', { burst: 1, count: 1, periodMs: 1 }).then((x) => x.allowed && d.allowed);
 `);
-  fs.writeFileSync(path.join(dir, 'b.cts'), `import rl = require('redis-ratelimit');
+  fs.writeFileSync(path.join(dir, 'b.cts'), `import rl = require('redis-ratelimit-module');
 export const g = (c: unknown): Promise<rl.Info | null> => rl.createLimiter(c).info('k');
 `);
   fs.writeFileSync(path.join(dir, 'tsconfig.json'), JSON.stringify({

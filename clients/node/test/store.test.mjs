@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import express from 'express';
 import { rateLimit } from 'express-rate-limit';
 import Redis from 'ioredis';
-import { createLimiter, RedisRateLimitStore } from 'redis-ratelimit';
+import { createLimiter, RedisRateLimitStore } from 'redis-ratelimit-module';
 import { NOW_MS, admin, ifSupported, startServer } from './helpers.mjs';
 
 let server;

@@ -2,6 +2,7 @@
 // Express middleware (Express 4 and 5; any Connect-style framework).
 //
 //   app.use(expressRateLimit({ limiter, limits: [...], exempt: ['/health', '/webhooks/*'] }));
+//   app.use('/api', expressRateLimit({ ..., routes: [{ path: '/login', ... }] }));  // /api/login
 //   app.post('/login', expressRateLimit({ limiter, limits: [loginLimit] }), handler);  // per route
 Object.defineProperty(exports, "__esModule", { value: true });
 exports.pathOf = pathOf;
@@ -18,7 +19,10 @@ function expressRateLimit(options) {
         guard.check({
             req,
             method: req.method,
-            path: pathOf(req.originalUrl ?? req.url),
+            // The path the app sees where the middleware is mounted: inside app.use('/api', mw)
+            // Express strips the mount from req.url (req.path), so a route or exemption '/login'
+            // matches a request to /api/login. Never req.originalUrl.
+            path: typeof req.path === 'string' ? req.path : pathOf(req.url),
             headers: req.headers,
             remoteAddress: req.socket?.remoteAddress,
         }, options.route?.(req)).then((r) => {

@@ -19,13 +19,18 @@ function plugin(fastify, options, done) {
         return;
     }
     const g = guard;
+    // Registered inside a prefixed context (register(child, { prefix: '/api' })), routes and
+    // exemptions match the path below the prefix, as Express's mount.
+    const prefix = typeof fastify.prefix === 'string' ? fastify.prefix.replace(/\/+$/, '') : '';
+    const local = (p) => (prefix && (p === prefix || p.startsWith(`${prefix}/`))
+        ? p.slice(prefix.length) || '/' : p);
     fastify.addHook('onRequest', async (request, reply) => {
         const config = request.routeOptions?.config ?? request.context?.config ?? {};
         const route = config.rateLimit;
         const r = await g.check({
             req: request,
             method: request.method,
-            path: (0, express_js_1.pathOf)(request.raw?.url ?? request.url),
+            path: local((0, express_js_1.pathOf)(request.raw?.url ?? request.url)),
             headers: request.headers,
             remoteAddress: request.raw?.socket?.remoteAddress ?? request.socket?.remoteAddress,
         }, route);
@@ -41,6 +46,6 @@ function plugin(fastify, options, done) {
 // What fastify-plugin sets: no encapsulation (the hook reaches the parent's routes), a name.
 const p = plugin;
 p[Symbol.for('skip-override')] = true;
-p[Symbol.for('fastify.display-name')] = 'redis-ratelimit';
-p[Symbol.for('plugin-meta')] = { name: 'redis-ratelimit', fastify: '>=4' };
+p[Symbol.for('fastify.display-name')] = 'redis-ratelimit-module';
+p[Symbol.for('plugin-meta')] = { name: 'redis-ratelimit-module', fastify: '>=4' };
 exports.fastifyRateLimit = plugin;

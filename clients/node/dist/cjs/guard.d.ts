@@ -37,6 +37,11 @@ export interface LimitSpec {
     fallback?: boolean | Rule;
     /** Spend and report, never refuse (overrides the guard's `shadow`). */
     shadow?: boolean;
+    /** A penalty (`BLOCK ms`): when this limit refuses a request, its key refuses everything
+     * for `blockMs` from then on (e.g. 15 minutes after 10 failed logins). RL.ALL takes no
+     * BLOCK, so a limit with a block is checked in its own command, after the other limits of
+     * the request admitted it (a request they refuse does not reach it). */
+    blockMs?: number;
 }
 /** Limits for some routes. */
 export interface RouteLimits {
@@ -46,7 +51,8 @@ export interface RouteLimits {
     methods?: string[];
     /** The limits of these routes; `false` exempts them. */
     limits: LimitSpec[] | false;
-    /** true: these limits replace the global ones; false (default): they are added. */
+    /** false (default): these limits are added to the global ones (a route limit with the
+     * name of a global one takes its place); true: they replace the global ones. */
     replace?: boolean;
 }
 export type Matcher = string | RegExp | ((ctx: RequestContext) => boolean);
@@ -60,9 +66,13 @@ export interface LimitOutcome {
      * failed-open / failed-closed: Redis failed and the limit let the request through / not. */
     source: 'redis' | 'fallback' | 'failed-open' | 'failed-closed';
     decision?: Decision;
-    /** The module's reply when `decision.remaining` had the request's cost added back (a
-     * rule that would have admitted, in an RL.ALL refused by another). */
+    /** The module's reply, when `decision` is this limit's real state rather than the reply: a
+     * rule that would have admitted, in an RL.ALL refused by another, answers as if the request
+     * were spent (as DRYRUN); nothing was spent, so `decision` has the cost added back to
+     * `remaining` (and, for GCRA / TOKENBUCKET / QUEUE, taken off `resetAfterMs`). */
     reply?: Decision;
+    /** Why Redis was not asked or did not answer (a `CircuitOpenError` while the breaker is
+     * open). */
     error?: unknown;
 }
 export interface DecisionEvent {
@@ -72,8 +82,22 @@ export interface DecisionEvent {
     /** A shadow limit would have refused this request. */
     shadowRefused: boolean;
     limits: LimitOutcome[];
+    /** The module's `refused_by` of the request's RL.ALL: the 1-based index (among the limits
+     * of that call, in `limits` order) of the first limit that refused, 0 when it admitted;
+     * undefined when no RL.ALL was sent (one limit, or one command per limit). */
+    refusedBy?: number;
     durationMs: number;
 }
+/** Redis failed less than `breakerMs` ago: the limit took its failure path without asking. */
+export declare class CircuitOpenError extends Error {
+    readonly name = "CircuitOpenError";
+    constructor();
+}
+/** Whether an error means "Redis cannot answer" (connection lost or refused, timeout, the
+ * server out of memory, loading, read-only, busy, a cluster reconfiguring): the limit takes
+ * its failure path. Any other error (a wrong argument or type, `ERR ...`, `WRONGTYPE`) is a
+ * bug in the configuration and propagates (the framework answers 500). */
+export declare function isUnavailable(err: unknown): boolean;
 export interface GuardOptions {
     limiter: Limiter;
     /** Limits of every request. */
@@ -110,6 +134,13 @@ export interface GuardOptions {
     };
     /** Called after every checked request (metrics, logs). Must not throw. */
     onDecision?: (event: DecisionEvent) => void;
+    /** After Redis failed (connection error, timeout, OOM, LOADING, ...), requests take their
+     * failure path at once (fallback, else failOpen, else 503) for this many ms instead of
+     * each waiting for a timeout; then the next request tries Redis again. 0: every request
+     * tries Redis. Default 1000. */
+    breakerMs?: number;
+    /** The clock of the breaker, in ms (default performance.now). For tests. */
+    now?: () => number;
     /** The in-memory limiter used by `fallback` limits (default: a new one). */
     memory?: MemoryLimiter;
     logger?: {

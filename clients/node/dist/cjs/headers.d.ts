@@ -5,10 +5,6 @@ export interface HeaderItem {
     /** The rule, for `w` and `t`; without it `w` is omitted and t = reset_after_ms. */
     rule?: Rule;
     decision: Decision;
-    /** The decision `t` is derived from, when `decision.remaining` was adjusted: an RL.ALL
-     * refused by another rule replies for this one as if the request were spent (as DRYRUN);
-     * adding its cost back to `remaining` alone would shift `t`, the reply as given does not. */
-    basis?: Decision;
 }
 export interface HeaderOptions {
     /** `RateLimit-Policy` and `RateLimit` (default true). */
@@ -23,11 +19,15 @@ export interface HeaderOptions {
 export declare function windowSeconds(rule: Rule): number;
 /** The quota `q` of a rule (what a fresh key admits at once). */
 export declare function quota(rule: Rule): number;
-/** Milliseconds until additional quota is available (see the top of this file); null when
- * the quota is full and none is coming. */
-export declare function nextQuotaMs(d: Decision, rule?: Rule): number | null;
-/** The `t` parameter in seconds (null: omit it). */
-export declare function resetParameter(d: Decision, rule?: Rule): number | null;
+/** For the GCRA family (GCRA, TOKENBUCKET, QUEUE): the time one unit takes to come back, as
+ * the exact fraction [numerator, denominator] in ms; null for windows and logs. */
+export declare function emissionInterval(rule: Rule): [bigint, bigint] | null;
+/** Milliseconds until additional quota is available (see the top of this file), before the
+ * clamp to the policy window; 0 when nothing is spent. */
+export declare function nextQuotaMs(d: Decision, rule?: Rule): number;
+/** The `t` parameter in seconds: nextQuotaMs rounded up, at most the policy window `w`
+ * (when the rule is known). */
+export declare function resetParameter(d: Decision, rule?: Rule): number;
 /** A structured-field string (RFC 8941 §3.3.3): printable ASCII, `"` and `\` escaped. */
 export declare function sfString(s: string): string;
 /** The tightest of several decisions: a refusing one with the longest wait, else the one

@@ -14,7 +14,7 @@ var __exportStar = (this && this.__exportStar) || function(m, exports) {
     for (var p in m) if (p !== "default" && !Object.prototype.hasOwnProperty.call(exports, p)) __createBinding(exports, m, p);
 };
 Object.defineProperty(exports, "__esModule", { value: true });
-exports.RedisRateLimitStore = exports.fastifyRateLimit = exports.expressRateLimit = exports.keys = exports.createGuard = exports.MemoryLimiter = exports.Networks = exports.parseAddress = exports.formatAddress = exports.clientAddress = exports.addressKey = exports.tightest = exports.sfString = exports.quota = exports.windowSeconds = exports.resetParameter = exports.nextQuotaMs = exports.rateLimitHeaders = exports.optionArgs = exports.ruleArgs = exports.parseInfo = exports.parseDecision = exports.isUnsupportedOption = exports.TimeoutError = exports.Limiter = exports.createLimiter = void 0;
+exports.RedisRateLimitStore = exports.fastifyRateLimit = exports.expressRateLimit = exports.keys = exports.isUnavailable = exports.createGuard = exports.CircuitOpenError = exports.MemoryLimiter = exports.Networks = exports.parseAddress = exports.formatAddress = exports.clientAddress = exports.addressKey = exports.tightest = exports.sfString = exports.quota = exports.windowSeconds = exports.resetParameter = exports.nextQuotaMs = exports.emissionInterval = exports.rateLimitHeaders = exports.optionArgs = exports.ruleArgs = exports.parseInfo = exports.parseDecision = exports.isUnsupportedOption = exports.TimeoutError = exports.Limiter = exports.createLimiter = void 0;
 __exportStar(require("./types.js"), exports);
 var limiter_js_1 = require("./limiter.js");
 Object.defineProperty(exports, "createLimiter", { enumerable: true, get: function () { return limiter_js_1.createLimiter; } });
@@ -27,6 +27,7 @@ Object.defineProperty(exports, "ruleArgs", { enumerable: true, get: function () 
 Object.defineProperty(exports, "optionArgs", { enumerable: true, get: function () { return limiter_js_1.optionArgs; } });
 var headers_js_1 = require("./headers.js");
 Object.defineProperty(exports, "rateLimitHeaders", { enumerable: true, get: function () { return headers_js_1.rateLimitHeaders; } });
+Object.defineProperty(exports, "emissionInterval", { enumerable: true, get: function () { return headers_js_1.emissionInterval; } });
 Object.defineProperty(exports, "nextQuotaMs", { enumerable: true, get: function () { return headers_js_1.nextQuotaMs; } });
 Object.defineProperty(exports, "resetParameter", { enumerable: true, get: function () { return headers_js_1.resetParameter; } });
 Object.defineProperty(exports, "windowSeconds", { enumerable: true, get: function () { return headers_js_1.windowSeconds; } });
@@ -42,7 +43,9 @@ Object.defineProperty(exports, "Networks", { enumerable: true, get: function () 
 var memory_js_1 = require("./memory.js");
 Object.defineProperty(exports, "MemoryLimiter", { enumerable: true, get: function () { return memory_js_1.MemoryLimiter; } });
 var guard_js_1 = require("./guard.js");
+Object.defineProperty(exports, "CircuitOpenError", { enumerable: true, get: function () { return guard_js_1.CircuitOpenError; } });
 Object.defineProperty(exports, "createGuard", { enumerable: true, get: function () { return guard_js_1.createGuard; } });
+Object.defineProperty(exports, "isUnavailable", { enumerable: true, get: function () { return guard_js_1.isUnavailable; } });
 Object.defineProperty(exports, "keys", { enumerable: true, get: function () { return guard_js_1.keys; } });
 var express_js_1 = require("./express.js");
 Object.defineProperty(exports, "expressRateLimit", { enumerable: true, get: function () { return express_js_1.expressRateLimit; } });

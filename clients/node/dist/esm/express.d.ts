@@ -2,6 +2,8 @@ import { type GuardOptions, type RequestContext, type RouteOverride } from './gu
 interface Req {
     method: string;
     url: string;
+    /** Express: the path of `url` (inside `app.use('/api', mw)`, without the mount). */
+    path?: string;
     originalUrl?: string;
     headers: RequestContext['headers'];
     socket: {

@@ -3,9 +3,24 @@
 // the answer (pass, 429, 503). The Express middleware and the Fastify plugin are thin
 // shells around `createGuard`.
 import { createHash } from 'node:crypto';
-import { rateLimitHeaders } from './headers.js';
+import { emissionInterval, rateLimitHeaders } from './headers.js';
 import { addressKey, clientAddress, Networks } from './ip.js';
 import { MemoryLimiter } from './memory.js';
+/** Redis failed less than `breakerMs` ago: the limit took its failure path without asking. */
+export class CircuitOpenError extends Error {
+    name = 'CircuitOpenError';
+    constructor() { super('redis-ratelimit: Redis failed recently, not asked (breakerMs)'); }
+}
+/** Whether an error means "Redis cannot answer" (connection lost or refused, timeout, the
+ * server out of memory, loading, read-only, busy, a cluster reconfiguring): the limit takes
+ * its failure path. Any other error (a wrong argument or type, `ERR ...`, `WRONGTYPE`) is a
+ * bug in the configuration and propagates (the framework answers 500). */
+export function isUnavailable(err) {
+    if (err instanceof TypeError || err instanceof RangeError)
+        return false;
+    const m = err instanceof Error ? err.message : String(err);
+    return !/^(ERR|WRONGTYPE|CROSSSLOT|NOSCRIPT|EXECABORT|NOPERM)\b/.test(m);
+}
 const QUOTA_EXCEEDED = 'https://iana.org/assignments/http-problem-types#quota-exceeded';
 function matches(m, ctx) {
     if (typeof m === 'function')
@@ -45,6 +60,32 @@ export const keys = {
         return createHash('sha256').update(v).digest('base64url').slice(0, 22);
     },
 };
+/** `list` with `extra` added: a limit of `extra` with the name of one in `list` takes its
+ * place, the others are appended. */
+function addLimits(list, extra) {
+    const names = new Set(extra.map((l) => l.name));
+    const byName = new Map(extra.map((l) => [l.name, l]));
+    const out = list.map((l) => (names.has(l.name) ? byName.get(l.name) : l));
+    for (const l of extra)
+        if (!out.includes(l))
+            out.push(l);
+    return out;
+}
+/** An RL.ALL rule that would have admitted a refused request answered as if it had spent its
+ * cost (as DRYRUN); nothing was spent: its real state has `cost` more remaining and, for
+ * the GCRA family, `cost` emission intervals less to its reset. */
+function unspent(d, rule, cost) {
+    if (!d.allowed)
+        return d;
+    let reset = d.resetAfterMs;
+    const ei = emissionInterval(rule);
+    if (ei) {
+        const [num, den] = ei;
+        const v = BigInt(reset) * den - BigInt(cost) * num;
+        reset = v <= 0n ? 0 : Number((v + den - 1n) / den);
+    }
+    return { ...d, remaining: Math.min(d.limit, d.remaining + cost), resetAfterMs: reset };
+}
 export function createGuard(options) {
     const { limiter } = options;
     if (!limiter || typeof limiter.check !== 'function') {
@@ -78,13 +119,13 @@ export function createGuard(options) {
                 continue;
             if (r.limits === false)
                 return false;
-            list = r.replace ? r.limits : [...list, ...r.limits];
+            list = r.replace ? r.limits : addLimits(list, r.limits);
             break;
         }
         if (route === false)
             return false;
         if (route?.limits)
-            list = route.replace ? route.limits : [...list, ...route.limits];
+            list = route.replace ? route.limits : addLimits(list, route.limits);
         return list;
     }
     async function plan(ctx, specs) {
@@ -101,20 +142,38 @@ export function createGuard(options) {
         }
         return out;
     }
-    // One promise per group; each resolves to decisions in the group's order.
-    function send(group) {
-        if (group.length === 1) {
-            const [p] = group;
-            return limiter.check(p.key, p.spec.rule, { cost: p.cost === 1 ? undefined : p.cost, timeoutMs })
-                .then((d) => [{ decision: d }]);
+    const breakerMs = options.breakerMs ?? 1000;
+    const now = options.now ?? (() => performance.now());
+    let openUntil = -Infinity;
+    const circuitOpen = () => breakerMs > 0 && now() < openUntil;
+    // One command for a group: its decisions in the group's order, or the failure (Redis
+    // unavailable, or not asked while the breaker is open). Other errors propagate.
+    async function send(group) {
+        if (circuitOpen())
+            return { ok: false, error: new CircuitOpenError() };
+        const cost = (p) => (p.cost === 1 ? undefined : p.cost);
+        try {
+            if (group.length === 1) {
+                const [p] = group;
+                const d = await limiter.check(p.key, p.spec.rule, { cost: cost(p), blockMs: p.spec.blockMs, timeoutMs });
+                return { ok: true, decisions: [{ decision: d }] };
+            }
+            const r = await limiter.all(group.map((p) => ({ key: p.key, rule: p.spec.rule, cost: cost(p) })), { timeoutMs });
+            return {
+                ok: true,
+                refusedBy: r.refusedBy,
+                // Refused as a whole: nothing was spent anywhere; a rule that would have admitted
+                // answered as if it had spent: report its real state.
+                decisions: r.decisions.map((d, i) => (r.allowed || !d.allowed ? { decision: d }
+                    : { decision: unspent(d, group[i].spec.rule, group[i].cost), reply: d })),
+            };
         }
-        return limiter.all(group.map((p) => ({ key: p.key, rule: p.spec.rule, cost: p.cost === 1 ? undefined : p.cost })), { timeoutMs }).then((r) => r.decisions.map((d, i) => {
-            // Refused as a whole: nothing was spent anywhere. A rule that would have admitted
-            // counted this request in its remaining (as DRYRUN does): add its cost back.
-            if (r.allowed || !d.allowed)
-                return { decision: d };
-            return { decision: { ...d, remaining: Math.min(d.limit, d.remaining + group[i].cost) }, reply: d };
-        }));
+        catch (err) {
+            if (!isUnavailable(err))
+                throw err;
+            openUntil = now() + breakerMs;
+            return { ok: false, error: err };
+        }
     }
     async function check(base, route) {
         const started = performance.now();
@@ -125,8 +184,9 @@ export function createGuard(options) {
                 return addressKey(addr, v6Prefix) ?? addr;
             })(),
         };
+        let refusedBy;
         const done = (status, outcome, limits, headers, body, shadowRefused = false) => {
-            const event = { ctx, outcome, shadowRefused, limits, durationMs: performance.now() - started };
+            const event = { ctx, outcome, shadowRefused, limits, refusedBy, durationMs: performance.now() - started };
             report(event);
             return { status, headers, body, event };
         };
@@ -139,7 +199,10 @@ export function createGuard(options) {
             return done(200, 'exempt', [], {});
         // Enforced limits in one RL.ALL (atomic) or one command each; shadow limits on their own
         // so that a shadow refusal never stops an enforced limit from spending, and vice versa.
-        const enforced = planned.filter((p) => !p.shadow);
+        // Enforced limits with a block (RL.ALL takes no BLOCK) each in their own command, after
+        // the others admitted.
+        const enforced = planned.filter((p) => !p.shadow && p.spec.blockMs === undefined);
+        const blocking = planned.filter((p) => !p.shadow && p.spec.blockMs !== undefined);
         const groups = [];
         if (atomic && enforced.length > 1)
             groups.push(enforced);
@@ -149,54 +212,66 @@ export function createGuard(options) {
         for (const p of planned)
             if (p.shadow)
                 groups.push([p]);
-        const settled = await Promise.allSettled(groups.map(send));
         const outcomes = [];
-        groups.forEach((group, gi) => {
-            const s = settled[gi];
-            group.forEach((p, i) => {
-                const base = { name: p.spec.name, key: p.key, cost: p.cost, shadow: p.shadow };
-                if (s.status === 'fulfilled') {
-                    outcomes.push({ ...base, source: 'redis', ...s.value[i] });
-                    return;
-                }
-                const err = s.reason;
-                if (p.spec.fallback) {
-                    const rule = p.spec.fallback === true ? p.spec.rule : p.spec.fallback;
-                    outcomes.push({ ...base, source: 'fallback', decision: memory.check(p.key, rule, p.cost), error: err });
-                }
-                else {
-                    outcomes.push({ ...base, source: p.spec.failOpen === false && !p.shadow ? 'failed-closed' : 'failed-open', error: err });
-                }
+        const collect = (gs, settled) => {
+            gs.forEach((group, gi) => {
+                const s = settled[gi];
+                if (s.ok && s.refusedBy !== undefined)
+                    refusedBy = s.refusedBy;
+                group.forEach((p, i) => {
+                    const base = { name: p.spec.name, key: p.key, cost: p.cost, shadow: p.shadow };
+                    if (s.ok) {
+                        outcomes.push({ ...base, source: 'redis', ...s.decisions[i] });
+                        return;
+                    }
+                    const err = s.error;
+                    if (p.spec.fallback) {
+                        const rule = p.spec.fallback === true ? p.spec.rule : p.spec.fallback;
+                        outcomes.push({ ...base, source: 'fallback', decision: memory.check(p.key, rule, p.cost), error: err });
+                    }
+                    else {
+                        outcomes.push({ ...base, source: p.spec.failOpen === false && !p.shadow ? 'failed-closed' : 'failed-open', error: err });
+                    }
+                });
             });
-        });
+        };
+        collect(groups, await Promise.all(groups.map(send)));
+        const stopped = () => outcomes.some((o) => !o.shadow
+            && (o.source === 'failed-closed' || (o.decision !== undefined && !o.decision.allowed)));
+        if (blocking.length && !stopped()) {
+            const bgroups = blocking.map((p) => [p]);
+            collect(bgroups, await Promise.all(bgroups.map(send)));
+        }
         for (const o of outcomes) {
-            if (o.error !== undefined) {
+            if (o.error !== undefined && !(o.error instanceof CircuitOpenError)) {
                 const msg = o.error instanceof Error ? o.error.message : String(o.error);
                 const how = o.source === 'fallback' ? 'in-memory fallback' : o.source === 'failed-open' ? 'failing open' : 'failing closed';
                 logger.warn(`redis-ratelimit: limit "${o.name}" could not reach Redis (${how}): ${msg}`);
             }
         }
         const shadowRefused = outcomes.some((o) => o.shadow && o.decision && !o.decision.allowed);
-        const items = outcomes
+        // Headers in the order of the limits' configuration.
+        const ordered = planned.flatMap((p) => outcomes.filter((o) => o.key === p.key && o.name === p.spec.name));
+        const items = ordered
             .filter((o) => !o.shadow && o.decision)
-            .map((o) => ({ name: o.name, rule: rule(o, planned), decision: o.decision, basis: o.reply }));
+            .map((o) => ({ name: o.name, rule: rule(o, planned), decision: o.decision }));
         const headers = rateLimitHeaders(items, headerOpts);
         if (outcomes.some((o) => o.source === 'failed-closed')) {
             const h = { 'Retry-After': '1' };
-            return done(503, 'unavailable', outcomes, h, {
+            return done(503, 'unavailable', ordered, h, {
                 type: 'about:blank', title: 'Rate limiter unavailable', status: 503,
             }, shadowRefused);
         }
-        const refused = outcomes.filter((o) => !o.shadow && o.decision && !o.decision.allowed);
+        const refused = ordered.filter((o) => !o.shadow && o.decision && !o.decision.allowed);
         if (refused.length) {
-            return done(429, 'refused', outcomes, headers, {
+            return done(429, 'refused', ordered, headers, {
                 type: QUOTA_EXCEEDED,
                 title: 'Request cannot be satisfied as assigned quota has been exceeded',
                 status: 429,
                 'violated-policies': refused.map((o) => o.name),
             }, shadowRefused);
         }
-        return done(200, 'allowed', outcomes, headers, undefined, shadowRefused);
+        return done(200, 'allowed', ordered, headers, undefined, shadowRefused);
     }
     function rule(o, planned) {
         const p = planned.find((x) => x.key === o.key && x.spec.name === o.name);

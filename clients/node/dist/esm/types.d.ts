@@ -19,7 +19,7 @@ export interface SlidingRule {
     algorithm: 'sliding';
     limit: Int;
     windowMs: Int;
-    /** `STAGGER`: windows offset by the key's hash slot (issue "beyond yes or no"). */
+    /** `STAGGER`: windows offset by the key's hash slot. */
     stagger?: boolean;
 }
 /** `RL.FIXED key limit window_ms` (fixed window counter). */
@@ -27,7 +27,7 @@ export interface FixedRule {
     algorithm: 'fixed';
     limit: Int;
     windowMs: Int;
-    /** `STAGGER`: windows offset by the key's hash slot (issue "beyond yes or no"). */
+    /** `STAGGER`: windows offset by the key's hash slot. */
     stagger?: boolean;
 }
 /** `RL.LOG key limit window_ms` (exact sliding log). */
