@@ -277,7 +277,9 @@ fn zero_and_negative_arguments_are_errors() {
 
 /// Replies recorded from redis-cell itself (brandur/redis-cell at 4d42338, built locally,
 /// its clock read from a file so that every call ran at the exact instant given; key expiry
-/// emulated at those instants with the TTL redis-cell set, whole ms truncated): (key,
+/// emulated at those instants: redis-cell's key expires at its TTL truncated to whole ms,
+/// and lives to the end of that millisecond, so a debt under 1 ms is seen by every call in
+/// the same millisecond; the rows "us" and "mb" are the contract's sub-ms case): (key,
 /// instant in ms after T0, the arguments after the key, redis-cell's reply, whether the key
 /// exists afterwards). Each key is one sequence, in order. Covered: max_burst 0, quantity 0
 /// on fresh and existing keys, quantity equal to and above the limit, the smallest and
@@ -335,13 +337,13 @@ const CELL_FACTS: &[Fact] = &[
     ("pmax", 0, &[0, 1, 1000000000], [0, 1, 0, -1, 1000000000], true),
     ("pmax", 0, &[0, 1, 1000000000, 0], [0, 1, 0, -1, 1000000000], true),
     ("pmax", 86400000, &[0, 1, 1000000000], [1, 1, 0, 999913600, 999913600], true),
-    ("us", 0, &[1, 1000000, 1], [0, 2, 1, -1, 0], false),
-    ("us", 0, &[1, 1000000, 1], [0, 2, 1, -1, 0], false),
-    ("us", 0, &[1, 1000000, 1], [0, 2, 1, -1, 0], false),
-    ("mb", 0, &[999999, 1000000, 1], [0, 1000000, 999999, -1, 0], false),
-    ("mb", 0, &[999999, 1000000, 1, 1000000], [0, 1000000, 0, -1, 1], true),
-    ("mb", 0, &[999999, 1000000, 1, 1], [1, 1000000, 0, 0, 1], true),
-    ("mb", 1, &[999999, 1000000, 1, 1000], [0, 1000000, 0, -1, 1], true),
+    ("us", 0, &[1, 1000000, 1], [0, 2, 1, -1, 0], true),
+    ("us", 0, &[1, 1000000, 1], [0, 2, 0, -1, 0], true),
+    ("us", 0, &[1, 1000000, 1], [1, 2, 0, 0, 0], true),
+    ("mb", 0, &[999999, 1000000, 1], [0, 1000000, 999999, -1, 0], true),
+    ("mb", 0, &[999999, 1000000, 1, 1000000], [1, 1000000, 999999, 0, 0], true),
+    ("mb", 0, &[999999, 1000000, 1, 1], [0, 1000000, 999998, -1, 0], true),
+    ("mb", 1, &[999999, 1000000, 1, 1000], [0, 1000000, 999000, -1, 1], true),
     ("big", 0, &[998, 1, 1000000], [0, 999, 998, -1, 1000000], true),
     ("big", 0, &[998, 1, 1000000, 998], [0, 999, 0, -1, 999000000], true),
     ("big", 0, &[998, 1, 1000000], [1, 999, 0, 1000000, 999000000], true),
@@ -353,7 +355,7 @@ const CELL_FACTS: &[Fact] = &[
     ("frac", 2334, &[4, 3, 7], [0, 5, 0, -1, 12], true),
     ("third", 0, &[2, 3, 1], [0, 3, 2, -1, 1], true),
     ("third", 0, &[2, 3, 1, 3], [1, 3, 2, 1, 1], true),
-    ("third", 333, &[2, 3, 1], [0, 3, 2, -1, 1], true),
+    ("third", 333, &[2, 3, 1], [0, 3, 1, -1, 1], true),
     ("third", 334, &[2, 3, 1], [0, 3, 1, -1, 1], true),
     ("third", 334, &[2, 3, 1, 0], [0, 3, 1, -1, 1], true),
 ];
@@ -363,38 +365,62 @@ fn replies_and_keys_equal_redis_cells_recorded_facts() {
     let srv = Server::start();
     let mut c = srv.con();
     // Per key: when its TTL runs out at the test clock's instants (the server's own expiry
-    // runs on the real clock, which barely moves during the test).
+    // runs on the real clock). The rows of one key at one instant run in one MULTI: the
+    // server's expiry clock stands still inside it, so a key with a TTL of 1 ms (a debt
+    // under 1 ms) is seen by every call of that instant, whatever the machine's speed.
     let mut expires: BTreeMap<&str, i64> = BTreeMap::new();
-    for (i, &(key, off, rest, want, exists_after)) in CELL_FACTS.iter().enumerate() {
+    let mut i = 0;
+    while i < CELL_FACTS.len() {
+        let (key, off, ..) = CELL_FACTS[i];
+        let group: Vec<(usize, &Fact)> = CELL_FACTS
+            .iter()
+            .enumerate()
+            .skip(i)
+            .take_while(|(_, f)| f.0 == key && f.1 == off)
+            .collect();
+        i += group.len();
         let now_ms = T0 + off;
         clock_set(&mut c, now_ms);
         if expires.get(key).is_some_and(|&at| now_ms >= at) {
             ok(&mut c, &args!("DEL", key));
             expires.remove(key);
         }
-        let before = info(&mut c, key).map(|m| info_int(&m, "tat_ns"));
-        let mut a = args!("CL.THROTTLE", key);
-        a.extend(rest.iter().map(|v| v.to_string()));
-        let got = throttle(&mut c, &a);
-        assert_eq!(got, want, "row {i}: {a:?} at T0 + {off} ms");
-        let after = info(&mut c, key).map(|m| info_int(&m, "tat_ns"));
-        assert_eq!(
-            after.is_some(),
-            exists_after,
-            "row {i}: {a:?} at T0 + {off} ms: key exists afterwards"
-        );
-        match after {
-            Some(tat) if after != before => {
-                let ttl_ms = (i128::from(tat) - i128::from(now_ms) * 1_000_000) / 1_000_000;
-                expires.insert(key, now_ms + ttl_ms as i64);
-            }
-            Some(_) => {}
-            None => {
-                expires.remove(key);
-            }
+        let mut cmds = vec![args!("RL.INFO", key)];
+        for (_, &(_, _, rest, _, _)) in &group {
+            let mut a = args!("CL.THROTTLE", key);
+            a.extend(rest.iter().map(|v| v.to_string()));
+            cmds.push(a);
+            cmds.push(args!("RL.INFO", key));
         }
-        if rest.get(3) == Some(&0) {
-            assert_eq!(after, before, "row {i}: a peek wrote");
+        let out = multi(&mut c, &cmds);
+        let tat_of = |v: &Value| parse_info(v).map(|m| info_int(&m, "tat_ns"));
+        let mut before = tat_of(&out[0]);
+        for (n, (row, &(_, _, rest, want, exists_after))) in group.iter().enumerate() {
+            let a = &cmds[1 + 2 * n];
+            let got = reply5(&out[1 + 2 * n]).unwrap_or_else(|m| panic!("row {row}: {a:?}: {m}"));
+            assert_eq!(got, want, "row {row}: {a:?} at T0 + {off} ms");
+            let after = tat_of(&out[2 + 2 * n]);
+            assert_eq!(
+                after.is_some(),
+                exists_after,
+                "row {row}: {a:?} at T0 + {off} ms: key exists afterwards"
+            );
+            match after {
+                Some(tat) if after != before => {
+                    // The key lives until its TAT, rounded up to whole ms.
+                    let ttl_ns = i128::from(tat) - i128::from(now_ms) * 1_000_000;
+                    let ttl_ms = (ttl_ns + 999_999) / 1_000_000;
+                    expires.insert(key, now_ms + ttl_ms as i64);
+                }
+                Some(_) => {}
+                None => {
+                    expires.remove(key);
+                }
+            }
+            if rest.get(3) == Some(&0) {
+                assert_eq!(after, before, "row {row}: a peek wrote");
+            }
+            before = after;
         }
     }
 }
@@ -607,4 +633,55 @@ fn randomized_schedules_match_redis_cell_reply_for_reply() {
         seen.iter().all(|&n| n >= 50),
         "too little variety: {seen:?}"
     );
+}
+
+/// Rates faster than one per ms (the contract's CL.THROTTLE section): 1,000 back-to-back
+/// `CL.THROTTLE k 4 1001 1` admit the burst of 5 and then one per elapsed millisecond,
+/// never all of them, and the key holds the debt. One MULTI per burst: the server's expiry
+/// clock stands still inside it, as the module's test clock does.
+#[test]
+fn sub_millisecond_rates_limit_as_redis_cell() {
+    let srv = Server::start();
+    let mut c = srv.con();
+    clock_set(&mut c, T0);
+    let call = args!("CL.THROTTLE", "fast", 4, 1001, 1);
+    let out = multi(&mut c, &vec![call.clone(); 1000]);
+    let admitted = out
+        .iter()
+        .filter(|v| reply5(v).expect("five integers")[0] == 0)
+        .count();
+    assert_eq!(admitted, 5, "one instant admits the burst only");
+    // Then about one per elapsed ms: 100 ms of 10 calls each admit 100 (the interval is
+    // 999,000 ns, so 100 ms hold 100.1 intervals).
+    let mut cmds = Vec::new();
+    for _ in 0..100 {
+        cmds.push(args!("RL.CLOCK", "ADVANCE", 1));
+        cmds.extend(std::iter::repeat_n(call.clone(), 10));
+    }
+    cmds.push(args!("EXISTS", "fast"));
+    let out = multi(&mut c, &cmds);
+    let admitted = out
+        .iter()
+        .filter_map(|v| reply5(v).ok())
+        .filter(|r| r[0] == 0)
+        .count();
+    assert!(
+        (100..=101).contains(&admitted),
+        "admitted {admitted} in 100 ms"
+    );
+    assert_eq!(
+        int(out.last().expect("EXISTS")),
+        1,
+        "the key holds the debt"
+    );
+    // The same rate through RL.GCRA limits alike (reference: burst 5, 1001 per 1000 ms).
+    let out = multi(
+        &mut c,
+        &vec![args!("RL.GCRA", "fast2", 5, 1001, 1000); 1000],
+    );
+    let admitted = out
+        .iter()
+        .filter(|v| reply5(v).expect("five integers")[0] == 1)
+        .count();
+    assert_eq!(admitted, 5);
 }

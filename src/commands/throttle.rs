@@ -104,9 +104,11 @@ pub fn throttle(ctx: Ctx, args: &[RStr]) -> Result<Decided, Error> {
             tat: gcra::Tat { ns, frac: 0 },
         });
         let eff = effect(&next);
-        // redis-cell's TTL: whole ms, truncated (a debt under 1 ms leaves no key at all, so
-        // the next call at the same instant finds a fresh key there too).
-        let ttl_ms = u64::try_from(ttl_ns).unwrap_or(0) / NS_PER_MS;
+        // The key lives until its TAT, rounded up to whole ms: a debt under 1 ms keeps the
+        // key to the end of the current millisecond at least (redis-cell's key, expiring at
+        // its truncated TTL, lives to the end of that millisecond too), so every call until
+        // then sees the debt. Decisions are redis-cell's; only PTTL reads up to 1 ms longer.
+        let ttl_ms = u64::try_from(ttl_ns).unwrap_or(0).div_ceil(NS_PER_MS);
         let owned = match held {
             Some(h) => h.replace_with(next),
             // redis-cell's string, replaced by the state.
