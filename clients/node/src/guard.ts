@@ -65,8 +65,8 @@ export interface RouteLimits {
   methods?: string[];
   /** The limits of these routes; `false` exempts them. */
   limits: LimitSpec[] | false;
-  /** false (default): these limits are added to the global ones (a route limit with the
-   * name of a global one takes its place); true: they replace the global ones. */
+  /** false (default): these limits are added to the global ones (after them; a route limit
+   * with the name of a global one replaces that one); true: they replace the global ones. */
   replace?: boolean;
 }
 
@@ -224,14 +224,11 @@ interface Planned {
   shadow: boolean;
 }
 
-/** `list` with `extra` added: a limit of `extra` with the name of one in `list` takes its
- * place, the others are appended. */
+/** `list` with `extra` added (decision 2): a global limit with the name of one in `extra`
+ * is dropped (the route's takes its place), then `extra` follows the remaining ones. */
 function addLimits(list: LimitSpec[], extra: LimitSpec[]): LimitSpec[] {
   const names = new Set(extra.map((l) => l.name));
-  const byName = new Map(extra.map((l) => [l.name, l]));
-  const out = list.map((l) => (names.has(l.name) ? byName.get(l.name)! : l));
-  for (const l of extra) if (!out.includes(l)) out.push(l);
-  return out;
+  return [...list.filter((l) => !names.has(l.name)), ...extra];
 }
 
 /** An RL.ALL rule that would have admitted a refused request answered as if it had spent its

@@ -51,8 +51,8 @@ export interface RouteLimits {
     methods?: string[];
     /** The limits of these routes; `false` exempts them. */
     limits: LimitSpec[] | false;
-    /** false (default): these limits are added to the global ones (a route limit with the
-     * name of a global one takes its place); true: they replace the global ones. */
+    /** false (default): these limits are added to the global ones (after them; a route limit
+     * with the name of a global one replaces that one); true: they replace the global ones. */
     replace?: boolean;
 }
 export type Matcher = string | RegExp | ((ctx: RequestContext) => boolean);

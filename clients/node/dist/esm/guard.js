@@ -60,16 +60,11 @@ export const keys = {
         return createHash('sha256').update(v).digest('base64url').slice(0, 22);
     },
 };
-/** `list` with `extra` added: a limit of `extra` with the name of one in `list` takes its
- * place, the others are appended. */
+/** `list` with `extra` added (decision 2): a global limit with the name of one in `extra`
+ * is dropped (the route's takes its place), then `extra` follows the remaining ones. */
 function addLimits(list, extra) {
     const names = new Set(extra.map((l) => l.name));
-    const byName = new Map(extra.map((l) => [l.name, l]));
-    const out = list.map((l) => (names.has(l.name) ? byName.get(l.name) : l));
-    for (const l of extra)
-        if (!out.includes(l))
-            out.push(l);
-    return out;
+    return [...list.filter((l) => !names.has(l.name)), ...extra];
 }
 /** An RL.ALL rule that would have admitted a refused request answered as if it had spent its
  * cost (as DRYRUN); nothing was spent: its real state has `cost` more remaining and, for

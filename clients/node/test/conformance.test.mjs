@@ -1,0 +1,219 @@
+// The shared conformance spec (clients/conformance/cases/*.json, format in
+// clients/conformance/README.md), run over real HTTP through Express AND Fastify (real
+// listening servers on free 127.0.0.1 ports, real fetch) against a real redis-server with
+// the module and its test clock. The Python package runs the same files (Flask and
+// FastAPI): a disagreement between the packages is a failing test in one of them.
+//
+// Before each case (and for each framework): FLUSHDB, then RL.CLOCK SET clock_ms. Only the
+// test clock moves; nothing here sleeps.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import express from 'express';
+import Fastify from 'fastify';
+import Redis from 'ioredis';
+import { createLimiter, expressRateLimit, fastifyRateLimit } from 'redis-ratelimit-module';
+import { ROOT, admin, startServer } from './helpers.mjs';
+
+const CASES = path.join(ROOT, 'clients/conformance/cases');
+const files = fs.existsSync(CASES) ? fs.readdirSync(CASES).filter((f) => f.endsWith('.json')).sort() : [];
+
+let server;
+let adm;
+let redis;
+let limiter;
+before(async () => {
+  server = await startServer();
+  adm = await admin(server.port);
+  redis = new Redis({ port: server.port, host: '127.0.0.1', enableOfflineQueue: false, maxRetriesPerRequest: 0 });
+  await new Promise((r) => redis.once('ready', r));
+  limiter = createLimiter(redis);
+});
+after(async () => { await limiter?.close(); redis?.disconnect(); adm?.disconnect(); await server?.stop(); });
+
+const silent = { warn() {}, error() {} };
+
+// ------------------------------------------------------------------- spec -> package options
+
+/** A spec RULE ({"algorithm": "gcra", "period_ms": ...}) as the package's Rule. */
+export function toRule(r) {
+  const camel = (k) => k.replace(/_([a-z])/g, (_, c) => c.toUpperCase());
+  return Object.fromEntries(Object.entries(r).map(([k, v]) => [camel(k), v]));
+}
+
+const header = (ctx, name) => {
+  const v = ctx.headers[name.toLowerCase()];
+  return Array.isArray(v) ? v[0] : v;
+};
+
+function toKey(k) {
+  if (k && typeof k.header === 'string') return (ctx) => header(ctx, k.header) ?? null;
+  throw new Error(`conformance: unknown key ${JSON.stringify(k)}`);
+}
+
+function toCost(c) {
+  if (c === undefined || typeof c === 'number') return c;
+  if (c && typeof c.header === 'string') {
+    return (ctx) => {
+      const v = header(ctx, c.header);
+      return v === undefined || v === '' ? 1 : Number.parseInt(v, 10);
+    };
+  }
+  throw new Error(`conformance: unknown cost ${JSON.stringify(c)}`);
+}
+
+export function toLimit(l) {
+  const out = { name: l.name, rule: toRule(l.rule), key: toKey(l.key) };
+  if (l.cost !== undefined) out.cost = toCost(l.cost);
+  if (l.shadow !== undefined) out.shadow = l.shadow;
+  if (l.block_ms !== undefined) out.blockMs = l.block_ms;
+  if (l.fail_open !== undefined) out.failOpen = l.fail_open;
+  return out;
+}
+
+export function toOptions(config) {
+  const o = {
+    limiter,
+    logger: silent,
+    timeoutMs: 5000, // a loaded test machine must not make a limit fail open
+    limits: (config.limits ?? []).map(toLimit),
+    routes: (config.routes ?? []).map((r) => ({
+      path: r.path,
+      ...(r.methods ? { methods: r.methods } : {}),
+      limits: r.limits === false ? false : r.limits.map(toLimit),
+      ...(r.replace !== undefined ? { replace: r.replace } : {}),
+    })),
+    exempt: config.exempt ?? [],
+  };
+  if (config.breaker_ms !== undefined) o.breakerMs = config.breaker_ms;
+  return o;
+}
+
+// ------------------------------------------------------------------------------ the apps
+
+const running = [];
+
+async function listen(start) {
+  const base = await start();
+  return base;
+}
+
+/** Express: the middleware at `mount` (app.use('/api', mw)); every other request 200 "ok". */
+async function expressApp(options, mount) {
+  const app = express();
+  if (mount) app.use(mount, expressRateLimit(options)); else app.use(expressRateLimit(options));
+  app.use((req, res) => res.type('text/plain').send('ok'));
+  const s = await new Promise((resolve) => { const x = app.listen(0, '127.0.0.1', () => resolve(x)); });
+  running.push(async () => { s.closeAllConnections(); await new Promise((r) => s.close(r)); });
+  return `http://127.0.0.1:${s.address().port}`;
+}
+
+/** Fastify: the plugin registered in a context with prefix `mount`; 200 "ok" everywhere. */
+async function fastifyApp(options, mount) {
+  const app = Fastify();
+  const ok = async (req, reply) => reply.type('text/plain').send('ok');
+  if (mount) {
+    await app.register(async (child) => {
+      await child.register(fastifyRateLimit, options);
+      child.all('/', ok);
+      child.all('/*', ok);
+    }, { prefix: mount });
+  } else {
+    await app.register(fastifyRateLimit, options);
+  }
+  app.all('/', ok);
+  app.all('/*', ok);
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  running.push(() => app.close());
+  return `http://127.0.0.1:${app.server.address().port}`;
+}
+
+const FRAMEWORKS = { express: expressApp, fastify: fastifyApp };
+
+// ------------------------------------------------------------------------------ the steps
+
+const asArray = (d) => {
+  const a = [d.allowed ? 1 : 0, d.limit, d.remaining, d.retryAfterMs, d.resetAfterMs];
+  if (d.delayMs !== undefined) a.push(d.delayMs);
+  if (d.granted !== undefined) a.push(d.granted);
+  return a;
+};
+
+function rateOptions(opts = {}) {
+  const o = {};
+  for (const [k, v] of Object.entries(opts)) {
+    o[k.replace(/_([a-z])/g, (_, c) => c.toUpperCase())] = v;
+  }
+  return o;
+}
+
+async function runStep(step, base, where) {
+  if (step.advance_ms !== undefined) {
+    await adm.call('RL.CLOCK', 'ADVANCE', String(step.advance_ms));
+    return;
+  }
+  if (step.request) {
+    const { method = 'GET', path: p = '/', headers = {} } = step.request;
+    const res = await fetch(base + p, { method, headers });
+    await res.text();
+    const e = step.expect ?? {};
+    const seen = `${where}: ${method} ${p} ${JSON.stringify(headers)}`;
+    if (e.status !== undefined) assert.equal(res.status, e.status, `${seen}: status`);
+    for (const [name, want] of Object.entries(e.headers ?? {})) {
+      assert.equal(res.headers.get(name), want, `${seen}: header ${name}`);
+    }
+    for (const [key, exists] of Object.entries(e.keys ?? {})) {
+      assert.equal(await adm.exists(key), exists ? 1 : 0, `${seen}: key ${key} ${exists ? 'exists' : 'absent'}`);
+    }
+    return;
+  }
+  if (step.api === 'all') {
+    const r = await limiter.all(step.rules.map((x) => ({
+      key: x.key, rule: toRule(x.rule),
+      ...(x.cost !== undefined ? { cost: x.cost } : {}),
+      ...(x.reserve !== undefined ? { reserve: x.reserve } : {}),
+    })), { dryrun: !!step.dryrun });
+    const e = step.expect;
+    const got = { allowed: r.allowed, refused_by: r.refusedBy, decisions: r.decisions.map(asArray) };
+    const want = {};
+    for (const k of Object.keys(e)) want[k] = e[k];
+    assert.deepEqual(Object.fromEntries(Object.keys(e).map((k) => [k, got[k]])), want, `${where}: api all`);
+    return;
+  }
+  if (step.api === 'rate') {
+    const d = await limiter.check(step.key, toRule(step.rule), rateOptions(step.opts));
+    assert.deepEqual(asArray(d), step.expect.reply, `${where}: api rate ${step.key}`);
+    return;
+  }
+  throw new Error(`conformance: unknown step ${JSON.stringify(step)}`);
+}
+
+async function runCase(c, framework) {
+  await adm.flushdb();
+  await adm.call('RL.CLOCK', 'SET', String(c.clock_ms));
+  const base = await listen(() => FRAMEWORKS[framework](toOptions(c.config ?? {}), c.mount ?? ''));
+  try {
+    for (const [i, step] of (c.steps ?? []).entries()) await runStep(step, base, `${c.name} [${framework}] step ${i + 1}`);
+  } finally {
+    while (running.length) await running.pop()();
+  }
+}
+
+test('the conformance spec has case files', () => {
+  assert.ok(files.length > 0, `no case files in ${CASES}`);
+});
+
+const names = new Set();
+for (const file of files) {
+  const { cases } = JSON.parse(fs.readFileSync(path.join(CASES, file), 'utf8'));
+  for (const c of cases) {
+    test(`${file}: case names are unique (${c.name})`, () => {
+      assert.ok(!names.has(c.name), `duplicate case name ${c.name}`);
+      names.add(c.name);
+    });
+    for (const framework of Object.keys(FRAMEWORKS)) {
+      test(`${file}: ${c.name} [${framework}]`, () => runCase(c, framework));
+    }
+  }
+}
