@@ -85,13 +85,13 @@ def test_all(rl, r):
     rules = [("rl:{org:7}:user:42", Rule.gcra(10, 1, 1000)),
              ("rl:{org:7}", Rule.sliding(2, 60_000))]
     res = rl.all(rules)
-    assert res.allowed and res.refused_by is None
+    assert res.allowed and res.refused_by == 0  # the module's value: 0 when admitted
     assert res.decisions == (Decision(True, 10, 9, 0, 1000), Decision(True, 2, 1, 0, 120_000))
     assert rl.all(rules).allowed
     res = rl.all(rules)
-    assert (res.allowed, res.refused_by) == (False, 1)
-    assert res.decisions[1].allowed is False
-    assert rl.all(rules, dryrun=True).refused_by == 1
+    assert (res.allowed, res.refused_by) == (False, 2)  # 1-based: the second rule
+    assert res.decisions[res.refused_by - 1].allowed is False
+    assert rl.all(rules, dryrun=True).refused_by == 2
     # A queue rule's reply carries delay_ms
     res = rl.all([("qq", Rule.queue(3, 500)), ("qq2", Rule.fixed(5, 1000, cost=2))])
     assert res.decisions[0].delay_ms == 0 and res.decisions[1].remaining == 3

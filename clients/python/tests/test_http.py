@@ -10,7 +10,7 @@ from typing import Any, List
 import pytest
 
 import services
-from redis_ratelimit import Event, Limit, Rule
+from redis_ratelimit import Event, Limit, Route, Rule
 
 FRAMEWORKS = ["flask", "django", "fastapi"]
 ALICE = {"Authorization": "Bearer alice-token"}
@@ -82,7 +82,8 @@ def test_user_and_org_in_one_atomic_call(r, serve, http):
     assert resp.status_code == 429
     assert resp.json()["violated-policies"] == ["org"]
     # the org refused: nothing spent on alice (1 of 3 left, as before the request)
-    assert resp.headers["RateLimit"] == '"user";r=1;t=20, "org";r=0;t=75'
+    # org's t is clamped to its w (60); Retry-After is the module's retry_after_ms
+    assert resp.headers["RateLimit"] == '"user";r=1;t=20, "org";r=0;t=60'
     assert resp.headers["Retry-After"] == "75"
 
 
@@ -96,14 +97,67 @@ def test_exempt_paths(r, serve, http):
 
 
 def test_per_route_limit(r, serve, http):
+    """A route's limits add to the defaults (decision 2): the anonymous ip limit still
+    applies to POST /login, beside the login limit."""
     base = serve(services.config())
-    statuses = [http.post(base + "/login").status_code for _ in range(3)]
-    assert statuses == [200, 200, 429]
+    seen = [http.post(base + "/login") for _ in range(3)]
+    assert [s.status_code for s in seen] == [200, 200, 429]
+    assert seen[0].headers["RateLimit-Policy"] == '"ip";q=2;w=60, "login";q=2;w=60'
     resp = http.post(base + "/login")
     # fixed window: quota comes back at the window's end, 60 s after NOW_MS
-    assert resp.headers["RateLimit"] == '"login";r=0;t=60'
+    assert resp.headers["RateLimit"] == '"ip";r=0;t=30, "login";r=0;t=60'
     assert resp.headers["Retry-After"] == "60"
-    assert http.get(base + "/").status_code == 200  # GET / keeps the default limits
+    resp = http.get(base + "/")  # GET / has the default limits only: ip, spent by the logins
+    assert resp.status_code == 429 and resp.headers["RateLimit"] == '"ip";r=0;t=30'
+
+
+def test_route_replace_and_exempt_route(r, serve, http):
+    login = Limit("login", Rule.fixed(1, 60_000), services.ip_of)
+    base = serve(services.config(routes=[Route("/login", [login], replace=True),
+                                         Route("/webhooks/*", False)], exempt=[]))
+    resp = http.post(base + "/login")
+    assert resp.headers["RateLimit"] == '"login";r=0;t=60'  # the defaults replaced
+    assert http.post(base + "/login").status_code == 429
+    assert r.keys("rl:*") == ["rl:login:127.0.0.1"]
+    for _ in range(3):
+        resp = http.post(base + "/webhooks/stripe")  # limits=False: exempt
+        assert resp.status_code == 200 and "RateLimit" not in resp.headers
+
+
+def test_block_limit_beside_another_limit(r, serve, http):
+    """Issue 24: a block_ms limit beside a second limit answered 500 (RL.ALL takes no
+    BLOCK). Now the block limit runs in its own command after the others admitted."""
+    login = Limit("login", Rule.fixed(2, 60_000), services.ip_of, block_ms=900_000)
+    base = serve(services.config(routes=[Route("/login", [login], methods=["POST"])]))
+    seen = [http.post(base + "/login", headers=CAROL) for _ in range(3)]
+    assert [s.status_code for s in seen] == [200, 200, 429]
+    assert seen[0].headers["RateLimit"] == '"user";r=2;t=20, "login";r=1;t=60'
+    assert seen[2].headers["Retry-After"] == "900"  # blocked for 15 minutes
+    assert seen[2].headers["RateLimit"] == '"user";r=0;t=20, "login";r=0;t=60'  # t <= w
+    info = r.execute_command("RL.INFO", "rl:login:127.0.0.1")
+    assert "blocked_until_ms" in info
+    r.execute_command("RL.CLOCK", "ADVANCE", 120_000)  # the window is long over: still blocked
+    resp = http.post(base + "/login", headers=CAROL)
+    assert resp.status_code == 429 and resp.headers["Retry-After"] == "900"
+
+
+def test_block_in_the_rule_options_too(r, serve, http):
+    login = Limit("login", Rule.fixed(1, 60_000, block_ms=60_000), services.ip_of)
+    base = serve(services.config(routes=[Route("/login", [login])]))
+    assert [http.post(base + "/login", headers=CAROL).status_code for _ in range(2)] == [200, 429]
+
+
+def test_per_request_cost(r, serve, http):
+    def tokens(req):
+        return int(req.header("x-tokens") or "1")
+
+    base = serve(services.config(limits=[Limit("ai", Rule.tokenbucket(100, 1, 1000),
+                                               services.ip_of, cost=tokens)]))
+    resp = http.get(base + "/", headers={"x-tokens": "40"})
+    assert resp.headers["RateLimit"] == '"ai";r=60;t=1'
+    assert http.get(base + "/", headers={"x-tokens": "61"}).status_code == 429
+    resp = http.get(base + "/", headers={"x-tokens": "0"})  # a peek
+    assert resp.status_code == 200 and resp.headers["RateLimit"] == '"ai";r=60;t=1'
 
 
 def test_trusted_proxy_forwarded_for(r, serve, http):

@@ -56,7 +56,7 @@ def test_render_several_limits():
              Item("org", Rule.sliding(4, 60_000), Decision(False, 4, 0, 75_000, 120_000))]
     assert render(items, legacy=True) == {
         "RateLimit-Policy": '"user";q=3;w=5, "org";q=4;w=60',
-        "RateLimit": '"user";r=1;t=2, "org";r=0;t=75',
+        "RateLimit": '"user";r=1;t=2, "org";r=0;t=60',  # t never above w (decision 3)
         "Retry-After": "75",
         "X-RateLimit-Limit": "4",
         "X-RateLimit-Remaining": "0",

@@ -218,11 +218,12 @@ class Decision:
 
 @dataclass(frozen=True)
 class AllDecision:
-    """``RL.ALL``'s reply: ``allowed``, ``refused_by`` (0-based index of the first rule that
-    refused, None when admitted) and each rule's own decision, in the order given."""
+    """``RL.ALL``'s reply: ``allowed``, ``refused_by`` (the module's value, unchanged: the
+    1-based index of the first rule that refused, 0 when admitted) and each rule's own
+    decision, in the order given (``decisions[refused_by - 1]`` is the refusing one)."""
 
     allowed: bool
-    refused_by: Optional[int]
+    refused_by: int
     decisions: Tuple[Decision, ...]
 
     def __bool__(self) -> bool:
@@ -252,7 +253,7 @@ def all_args(rules: Sequence[Tuple[str, Rule]], dryrun: bool) -> List[Arg]:
 def parse_all(rules: Sequence[Tuple[str, Rule]], reply: Sequence[Any]) -> AllDecision:
     allowed, refused_by = int(reply[0]) == 1, int(reply[1])
     decisions = tuple(rule.parse(r) for (_, rule), r in zip(rules, reply[2:]))
-    return AllDecision(allowed, refused_by - 1 if refused_by else None, decisions)
+    return AllDecision(allowed, refused_by, decisions)
 
 
 def acquire_args(key: str, limit: int, lease_ms: int, dryrun: bool) -> List[Arg]:

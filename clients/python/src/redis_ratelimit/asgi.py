@@ -17,12 +17,24 @@ Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 
+def app_path(scope: Scope) -> str:
+    """The path the app sees where it is mounted: ``path`` without ``root_path`` (ASGI
+    servers and Starlette's ``Mount`` keep the full path in ``path`` and the mount point in
+    ``root_path``). A ``path`` that does not start with ``root_path`` (older servers that
+    strip it) is taken as it is."""
+    path = scope.get("path") or "/"
+    root = (scope.get("root_path") or "").rstrip("/")
+    if root and (path == root or path.startswith(root + "/")):
+        path = path[len(root):] or "/"
+    return path
+
+
 def request_from_scope(scope: Scope) -> Request:
     headers: Dict[str, List[str]] = {}
     for k, v in scope.get("headers") or ():
         headers.setdefault(k.decode("latin-1").lower(), []).append(v.decode("latin-1"))
     client = scope.get("client")
-    return Request(scope.get("method", "GET"), scope.get("path", "/"), headers,
+    return Request(scope.get("method", "GET"), app_path(scope), headers,
                    client[0] if client else "", dict(scope.get("state") or {}))
 
 

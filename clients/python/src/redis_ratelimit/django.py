@@ -52,7 +52,9 @@ class RateLimitMiddleware:
         self.engine = Engine(config)
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        req = request_from_environ(request.META, {"django_request": request})
+        # request.path_info: the path below the script prefix, where routes are matched
+        req = request_from_environ(request.META, {"django_request": request},
+                                   request.path_info or "/")
         plan = self.engine.plan(req)
         if plan is None:
             return self.get_response(request)

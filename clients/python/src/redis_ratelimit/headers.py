@@ -5,7 +5,8 @@
   FIXED / LOG, and for the GCRA family (GCRA, TOKENBUCKET, QUEUE) the time an exhausted key
   takes to be fresh again, ``limit`` emission intervals.
 * ``RateLimit: "user";r=42;t=3`` — ``r`` the remaining quota, ``t`` the seconds until
-  *additional* quota is made available (draft-10 §4.1.2), see :func:`reset_seconds`.
+  *additional* quota is made available (draft-10 §4.1.2), see :func:`reset_seconds`; never
+  above ``w``.
 * ``Retry-After`` (only when refused) — the longest ``retry_after_ms`` of the refusing limits,
   in seconds rounded up, so a client that waits that long is admitted.
 * ``X-RateLimit-Limit`` / ``-Remaining`` / ``-Reset`` on request (``legacy=True``): the
@@ -45,6 +46,8 @@ def reset_seconds(rule: Rule, d: Decision) -> int:
       back earlier, as the previous window's weight fades, which the reply does not show.
     * LOG: ``reset_after_ms``, the latest moment at which units come back (the age of the
       oldest entry is not in the reply; units may come back earlier).
+
+    The header's ``t`` (:attr:`Item.t`) is this clamped to the policy's ``w``.
     """
     if not d.allowed:
         return _ceil_div(d.retry_after_ms, 1000)
@@ -62,13 +65,18 @@ def reset_seconds(rule: Rule, d: Decision) -> int:
     return _ceil_div(d.reset_after_ms, 1000)
 
 
+def window_seconds(rule: Rule) -> int:
+    """``w`` of RateLimit-Policy: the rule's window in whole seconds, rounded up, at least 1."""
+    return max(1, _ceil_div(rule.window_ms(), 1000))
+
+
 def _sf_string(s: str) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def policy_item(name: str, rule: Rule) -> str:
     """``"name";q=<limit>;w=<seconds>``."""
-    w = max(1, _ceil_div(rule.window_ms(), 1000))
+    w = window_seconds(rule)
     return f"{_sf_string(name)};q={rule.limit};w={w}"
 
 
@@ -82,7 +90,9 @@ class Item:
 
     @property
     def t(self) -> int:
-        return reset_seconds(self.rule, self.decision)
+        """``t`` of RateLimit: :func:`reset_seconds`, never above the policy's ``w`` (a
+        refusal that waits longer, e.g. a BLOCK penalty, says so in ``Retry-After``)."""
+        return min(reset_seconds(self.rule, self.decision), window_seconds(self.rule))
 
     def limit_item(self) -> str:
         return f"{_sf_string(self.name)};r={self.decision.remaining};t={self.t}"
@@ -108,7 +118,7 @@ def render(items: Sequence[Item], *, legacy: bool = False, legacy_reset: str = "
         headers["Retry-After"] = str(_ceil_div(max(d.retry_after_ms for d in refused), 1000))
     if legacy:
         top = tightest(items)
-        reset = top.t
+        reset = reset_seconds(top.rule, top.decision)  # not clamped: a refused client's wait
         if legacy_reset == "epoch":
             reset = int((time.time() if now is None else now) + reset)
         headers["X-RateLimit-Limit"] = str(top.decision.limit)

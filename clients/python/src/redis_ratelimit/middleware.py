@@ -3,12 +3,15 @@
 A request goes through three steps; only the middle one does I/O, and it exists twice (sync
 for WSGI/Django, asyncio for ASGI), everything else once:
 
-1. :meth:`Engine.plan` — which limits apply (the route's own, else the defaults; none on an
-   exempt path) and under which keys (each limit's key function; None = not applicable).
+1. :meth:`Engine.plan` — which limits apply (the defaults plus the matching route's, or the
+   route's alone with ``replace=True``; none on an exempt path), under which keys (each
+   limit's key function; None = not applicable) and at which cost.
 2. running the plan's commands (:func:`run_sync` / :func:`run_async`): one rate command for
    one limit, one atomic ``RL.ALL`` for several (all or nothing: a request refused by its
    organisation's limit spends nothing of its user's). Shadow limits run in a command of
-   their own, so that their refusals never keep the enforced limits from spending.
+   their own, so that their refusals never keep the enforced limits from spending. A limit
+   with a ``block_ms`` penalty runs in its own command (``RL.ALL`` takes no ``BLOCK``), after
+   the other enforced limits admitted the request.
 3. :meth:`Engine.finish` — the outcome: pass (with the draft-10 headers to add) or refuse
    (429 with ``Retry-After``, or 503 when a fail-closed limit could not be checked).
 
@@ -23,7 +26,8 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import (Any, Callable, Dict, List, Optional, Pattern, Sequence, Tuple, Union)
+from typing import (Any, Callable, Dict, List, Literal, Optional, Pattern, Sequence, Tuple,
+                    Union)
 
 import redis
 
@@ -46,6 +50,11 @@ class Limit:
     ``fallback``: a rule checked in process memory when Redis cannot answer (takes
     precedence over ``fail_open``; size it per process). ``shadow``: spend and report, never
     refuse, send no headers for it.
+    ``cost``: units a request spends, an int or a function of the request (e.g. an AI
+    token estimate from a header); 0 peeks. ``block_ms``: a penalty (``BLOCK ms``): when this
+    limit refuses, its key refuses everything for ``block_ms`` (the login brute-force
+    pattern); checked in a command of its own after the other limits admitted (also when
+    the rule itself carries ``block_ms``).
     """
 
     name: str
@@ -54,6 +63,37 @@ class Limit:
     fail_open: bool = True
     fallback: Optional[Rule] = None
     shadow: bool = False
+    cost: Union[int, Callable[[Request], int]] = 1
+    block_ms: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        if self.block_ms is not None and (isinstance(self.block_ms, bool)
+                                          or not isinstance(self.block_ms, int)
+                                          or self.block_ms < 1):
+            raise ValueError("block_ms must be a positive int (milliseconds)")
+        if not callable(self.cost) and (isinstance(self.cost, bool)
+                                        or not isinstance(self.cost, int) or self.cost < 0):
+            raise ValueError("cost must be an int >= 0 or a function of the request")
+
+    @property
+    def blocks(self) -> bool:
+        """True when a refusal blocks the key (``BLOCK ms``): run in a command of its own."""
+        return self.block_ms is not None or self.rule.options.block_ms is not None
+
+    def cost_of(self, req: Request) -> int:
+        c = self.cost(req) if callable(self.cost) else self.cost
+        if isinstance(c, bool) or not isinstance(c, int) or c < 0:
+            raise ValueError(f"cost of limit {self.name!r} must be an int >= 0, not {c!r}")
+        return c
+
+    def rule_for(self, cost: int) -> Rule:
+        """The rule as sent for one request: with its cost and block penalty."""
+        opts: Dict[str, Any] = {}
+        if cost != self.rule.options.cost:
+            opts["cost"] = cost
+        if self.block_ms is not None and self.rule.options.block_ms != self.block_ms:
+            opts["block_ms"] = self.block_ms
+        return self.rule.with_options(**opts) if opts else self.rule
 
 
 PathMatch = Union[str, Pattern[str]]
@@ -61,6 +101,8 @@ PathMatch = Union[str, Pattern[str]]
 
 def _path_matches(m: PathMatch, path: str) -> bool:
     if isinstance(m, str):
+        if m.endswith("/*") and path == m[:-2]:
+            return True  # "/admin/*" covers "/admin" itself
         return path.startswith(m[:-1]) if m.endswith("*") else path == m
     return m.fullmatch(path) is not None
 
@@ -68,11 +110,20 @@ def _path_matches(m: PathMatch, path: str) -> bool:
 @dataclass(frozen=True)
 class Route:
     """Limits for some paths: ``path`` is exact (``"/login"``), a prefix ending in ``*``
-    (``"/api/*"``) or a compiled regex (full match). ``methods`` None = every method."""
+    (``"/api/*"``: also ``/api`` itself) or a compiled regex (full match). ``methods`` None =
+    every method. Paths are those the app sees where the middleware is mounted (WSGI
+    ``PATH_INFO``, ASGI ``path`` without ``root_path``, Django ``request.path_info``).
+
+    The route's ``limits`` apply **in addition to** the default limits (a default limit
+    never silently stops applying); one named like a default limit replaces that one.
+    ``replace=True``: the route's limits replace the defaults. ``limits=False``: the route
+    is exempt.
+    """
 
     path: PathMatch
-    limits: Sequence[Limit]
+    limits: Union[Sequence[Limit], Literal[False]]
     methods: Optional[Sequence[str]] = None
+    replace: bool = False
 
     def matches(self, req: Request) -> bool:
         if self.methods is not None and req.method.upper() not in {m.upper() for m in
@@ -103,8 +154,8 @@ class Event:
 class Config:
     """What the middleware enforces.
 
-    ``limits`` apply to every request that no ``routes`` entry matches (the first matching
-    route wins). ``exempt``: paths (as in :class:`Route`) or predicates that are never
+    ``limits`` apply to every request; the first ``routes`` entry that matches adds its own
+    (see :class:`Route`: ``replace=True`` replaces them, ``limits=False`` exempts). ``exempt``: paths (as in :class:`Route`) or predicates that are never
     limited (health checks, webhooks). Keys are ``key_prefix + name + ":" + identity``;
     with ``hash_tag`` (a key function, e.g. the organisation) ``key_prefix + "{" + tag + "}:"
     + name + ":" + identity``, so that one request's keys share a Redis Cluster slot and
@@ -132,6 +183,7 @@ class Config:
 class Call:
     limit: Limit
     key: str
+    rule: Rule  # the limit's rule with this request's cost (and BLOCK)
 
     @property
     def shadow(self) -> bool:
@@ -155,8 +207,21 @@ class Outcome:
     delay_ms: int = 0  # an admitted QUEUE rule's delay: wait this long, then proceed
 
 
-# A batch: the calls it decides, the command's arguments, and the reply's parser.
-Batch = Tuple[Tuple[Call, ...], List[Any], Callable[[Any], List[Decision]]]
+@dataclass(frozen=True)
+class Batch:
+    """One command: the calls it decides, its arguments, the reply's parser; ``gated``:
+    run only when every enforced decision so far admitted (a BLOCK limit)."""
+
+    calls: Tuple[Call, ...]
+    args: List[Any]
+    parse: Callable[[Any], List[Decision]]
+    gated: bool = False
+
+    def should_run(self, results: Sequence[Tuple[Call, "Result"]]) -> bool:
+        return not self.gated or all(
+            c.shadow or isinstance(r, BaseException) or r.allowed for c, r in results)
+
+
 Result = Union[Decision, BaseException]
 
 
@@ -184,35 +249,58 @@ class Engine:
         for ex in cfg.exempt:
             if ex(req) if callable(ex) else _path_matches(ex, req.path):
                 return None
-        limits = next((r.limits for r in cfg.routes if r.matches(req)), cfg.limits)
+        limits = self.limits_for(req)
+        if not limits:
+            return None
         tag = cfg.hash_tag(req) if cfg.hash_tag else None
         base = cfg.key_prefix + (f"{{{tag}}}:" if tag else "")
         calls = []
         for lim in limits:
             ident = lim.key(req)
             if ident is not None:
-                calls.append(Call(lim, f"{base}{lim.name}:{ident}"))
+                calls.append(Call(lim, f"{base}{lim.name}:{ident}", lim.rule_for(lim.cost_of(req))))
         return Plan(req, tuple(calls), cfg.shadow) if calls else None
+
+    def limits_for(self, req: Request) -> Sequence[Limit]:
+        """The defaults, then the first matching route's limits (a route limit named like a
+        default replaces it); only the route's with ``replace=True``; none with
+        ``limits=False``."""
+        cfg = self.config
+        route = next((r for r in cfg.routes if r.matches(req)), None)
+        if route is None:
+            return cfg.limits
+        if route.limits is False:
+            return ()
+        if route.replace:
+            return route.limits
+        names = {lim.name for lim in route.limits}
+        return [*(lim for lim in cfg.limits if lim.name not in names), *route.limits]
 
     def batches(self, plan: Plan, cluster: bool) -> List[Batch]:
         """Enforced limits in one command, shadow limits in another. In a cluster, keys
         that do not share a slot cannot go in one RL.ALL: each limit is then its own
-        command (not all or nothing; give the config a ``hash_tag`` to avoid that)."""
+        command (not all or nothing; give the config a ``hash_tag`` to avoid that).
+
+        Limits with a BLOCK penalty each get a command of their own (RL.ALL takes no
+        BLOCK); an enforced one is *gated*: it runs only when every enforced decision
+        before it admitted (a request the others refuse does not hit the penalty)."""
         out: List[Batch] = []
         for shadow in (False, True):
             group = tuple(c for c in plan.calls if (c.shadow or plan.shadow_all) == shadow)
-            if not group:
-                continue
-            if len(group) > 1 and cluster and not _one_slot([c.key for c in group]):
-                out += [_batch((c,)) for c in group]
-            else:
-                out.append(_batch(group))
+            plain = tuple(c for c in group if not c.limit.blocks)
+            if len(plain) > 1 and cluster and not _one_slot([c.key for c in plain]):
+                out += [_batch((c,)) for c in plain]
+            elif plain:
+                out.append(_batch(plain))
+            out += [_batch((c,), gated=not shadow) for c in group if c.limit.blocks]
         return out
 
     # ---- 3. finish
 
     def finish(self, plan: Plan, results: Sequence[Tuple[Call, Result]]) -> Outcome:
         cfg = self.config
+        order = {id(c): i for i, c in enumerate(plan.calls)}  # headers in the limits' order
+        results = sorted(results, key=lambda cr: order[id(cr[0])])
         items: List[Item] = []
         refused: List[str] = []
         closed: List[str] = []
@@ -223,7 +311,12 @@ class Engine:
             if isinstance(res, BaseException):
                 err = res
                 if lim.fallback is not None:
-                    res, source = cfg.memory.decide(call.key, lim.fallback), "fallback"
+                    fb = lim.fallback
+                    # the in-memory limiter takes 1 <= cost <= limit: a peek spends 1 there
+                    cost = min(max(call.rule.cost, 1), fb.limit)
+                    if cost != fb.cost:
+                        fb = fb.with_options(cost=cost)
+                    res, source = cfg.memory.decide(call.key, fb), "fallback"
                 else:
                     source = "fail-open" if lim.fail_open else "fail-closed"
                     log.warning("rate limit %s not checked, Redis unavailable (%s): %s",
@@ -236,7 +329,7 @@ class Engine:
             else:
                 source = "redis"
             d = res
-            rule = lim.fallback if source == "fallback" and lim.fallback else lim.rule
+            rule = lim.fallback if source == "fallback" and lim.fallback else call.rule
             self._report(Event(plan.request, lim.name, call.key, source, not d.allowed,
                                shadow, d, err))
             if shadow:
@@ -275,11 +368,11 @@ def _one_slot(keys: Sequence[str]) -> bool:
     return len({key_slot(k.encode()) for k in keys}) == 1
 
 
-def _batch(calls: Tuple[Call, ...]) -> Batch:
+def _batch(calls: Tuple[Call, ...], gated: bool = False) -> Batch:
     if len(calls) == 1:
         (c,) = calls
-        return calls, c.limit.rule.command_args(c.key), lambda r: [c.limit.rule.parse(r)]
-    rules = [(c.key, c.limit.rule) for c in calls]
+        return Batch(calls, c.rule.command_args(c.key), lambda r: [c.rule.parse(r)], gated)
+    rules = [(c.key, c.rule) for c in calls]
 
     def parse(reply: Any) -> List[Decision]:
         res = parse_all(rules, reply)
@@ -288,7 +381,7 @@ def _batch(calls: Tuple[Call, ...]) -> Batch:
         # Refused: nothing was spent anywhere; report each rule's real state.
         return [rule.unspent(d) for d, (_, rule) in zip(res.decisions, rules)]
 
-    return calls, all_args(rules, False), parse
+    return Batch(calls, all_args(rules, False), parse)
 
 
 #: What counts as "Redis cannot answer": connection errors, timeouts, and errors of the
@@ -309,31 +402,35 @@ def _is_cluster(client: Any) -> bool:
 
 def run_sync(engine: Engine, client: Any, plan: Plan) -> Outcome:
     results: List[Tuple[Call, Result]] = []
-    for calls, args, parse in engine.batches(plan, _is_cluster(client)):
+    for b in engine.batches(plan, _is_cluster(client)):
+        if not b.should_run(results):
+            continue
         if engine.circuit_open():
-            results += [(c, CircuitOpen("Redis failed recently")) for c in calls]
+            results += [(c, CircuitOpen("Redis failed recently")) for c in b.calls]
             continue
         try:
-            results += zip(calls, parse(client.execute_command(*args)))
+            results += zip(b.calls, b.parse(client.execute_command(*b.args)))
         except Exception as e:
             if not is_unavailable(e):
                 raise
             engine.trip()
-            results += [(c, e) for c in calls]
+            results += [(c, e) for c in b.calls]
     return engine.finish(plan, results)
 
 
 async def run_async(engine: Engine, client: Any, plan: Plan) -> Outcome:
     results: List[Tuple[Call, Result]] = []
-    for calls, args, parse in engine.batches(plan, _is_cluster(client)):
+    for b in engine.batches(plan, _is_cluster(client)):
+        if not b.should_run(results):
+            continue
         if engine.circuit_open():
-            results += [(c, CircuitOpen("Redis failed recently")) for c in calls]
+            results += [(c, CircuitOpen("Redis failed recently")) for c in b.calls]
             continue
         try:
-            results += zip(calls, parse(await client.execute_command(*args)))
+            results += zip(b.calls, b.parse(await client.execute_command(*b.args)))
         except Exception as e:
             if not is_unavailable(e):
                 raise
             engine.trip()
-            results += [(c, e) for c in calls]
+            results += [(c, e) for c in b.calls]
     return engine.finish(plan, results)

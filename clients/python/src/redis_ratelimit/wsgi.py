@@ -16,15 +16,18 @@ from .middleware import Config, Engine, Outcome, run_sync
 _REASONS = {429: "429 Too Many Requests", 503: "503 Service Unavailable"}
 
 
-def request_from_environ(environ: Dict[str, Any], state: Optional[Dict[str, object]] = None
-                         ) -> Request:
+def request_from_environ(environ: Dict[str, Any], state: Optional[Dict[str, object]] = None,
+                         path: Optional[str] = None) -> Request:
+    """The request as the middleware sees it. Its path is ``PATH_INFO``: the path below
+    where the app is mounted (``SCRIPT_NAME``), so routes and exemptions are written
+    relative to the app, wherever it is mounted."""
     headers: Dict[str, List[str]] = {}
     for k, v in environ.items():
         if k.startswith("HTTP_"):
             name = k[5:].replace("_", "-").lower()
             # WSGI servers join repeated headers with ", " (X-Forwarded-For stays a list)
             headers.setdefault(name, []).append(v)
-    return Request(environ.get("REQUEST_METHOD", "GET"), environ.get("PATH_INFO", "") or "/",
+    return Request(environ.get("REQUEST_METHOD", "GET"), path or environ.get("PATH_INFO", "") or "/",
                    headers, environ.get("REMOTE_ADDR", ""), state or {})
 
 

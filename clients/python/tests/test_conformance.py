@@ -1,0 +1,248 @@
+"""The shared conformance spec (clients/conformance/cases/*.json, format in its README), run
+over real HTTP: Flask through the WSGI middleware on werkzeug, and FastAPI/Starlette through
+the ASGI middleware on uvicorn, each on a free 127.0.0.1 port, against the real module with
+its test clock. The Node package runs the same files (Express and Fastify): a disagreement
+between the packages is a failing test on one side.
+
+Every case file of the directory is run, including the Node side's ``node-*.json``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import pathlib
+from typing import Any, Dict, List, Optional, Tuple
+
+import pytest
+
+from conftest import ROOT
+from redis_ratelimit import (AsyncRateLimiter, Config, Limit, RateLimiter, Request, Route, Rule,
+                             connect, connect_async)
+
+CASES_DIR = ROOT / "clients" / "conformance" / "cases"
+FRAMEWORKS = ["flask", "fastapi"]
+METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+
+
+def load_cases() -> List[Tuple[str, Dict[str, Any]]]:
+    out: List[Tuple[str, Dict[str, Any]]] = []
+    names = set()
+    for f in sorted(CASES_DIR.glob("*.json")):
+        for case in json.loads(f.read_text())["cases"]:
+            assert case["name"] not in names, f"duplicate case name {case['name']} ({f.name})"
+            names.add(case["name"])
+            out.append((f.stem, case))
+    return out
+
+
+CASES = load_cases()
+
+
+def test_every_case_file_has_cases():
+    files = {f.stem for f in CASES_DIR.glob("*.json")}
+    assert {"core", "headers", "block", "mount", "routes"} <= files
+    assert files == {stem for stem, _ in CASES}
+
+
+# ---------------------------------------------------------------- spec -> package objects
+
+
+def rule_of(spec: Dict[str, Any], **opts: Any) -> Rule:
+    alg = spec["algorithm"]
+    if alg == "gcra":
+        return Rule.gcra(spec["burst"], spec["count"], spec["period_ms"], **opts)
+    if alg == "tokenbucket":
+        return Rule.tokenbucket(spec["capacity"], spec["refill_tokens"],
+                                spec["refill_period_ms"], **opts)
+    if alg in ("sliding", "fixed", "log"):
+        return getattr(Rule, alg)(spec["limit"], spec["window_ms"], **opts)
+    if alg == "queue":
+        return Rule.queue(spec["capacity"], spec["interval_ms"], **opts)
+    raise ValueError(f"unknown algorithm in spec: {alg}")
+
+
+def header_fn(name: str):
+    def key(req: Request) -> Optional[str]:
+        return req.header(name)
+
+    return key
+
+
+def cost_of(spec: Any):
+    if spec is None:
+        return 1
+    if isinstance(spec, int):
+        return spec
+    name = spec["header"]
+
+    def cost(req: Request) -> int:
+        v = req.header(name)
+        return 1 if v is None else int(v)
+
+    return cost
+
+
+def limit_of(spec: Dict[str, Any]) -> Limit:
+    return Limit(spec["name"], rule_of(spec["rule"]), header_fn(spec["key"]["header"]),
+                 fail_open=spec.get("fail_open", True), shadow=spec.get("shadow", False),
+                 cost=cost_of(spec.get("cost")), block_ms=spec.get("block_ms"))
+
+
+def config_of(spec: Dict[str, Any]) -> Config:
+    routes = []
+    for r in spec.get("routes", []):
+        lims = r["limits"]
+        routes.append(Route(r["path"], False if lims is False else [limit_of(x) for x in lims],
+                            methods=r.get("methods"), replace=r.get("replace", False)))
+    kw: Dict[str, Any] = {}
+    if "breaker_ms" in spec:
+        kw["breaker_ms"] = spec["breaker_ms"]
+    return Config(limits=[limit_of(x) for x in spec.get("limits", [])], routes=routes,
+                  exempt=list(spec.get("exempt", [])), **kw)
+
+
+# ---------------------------------------------------------------- the apps
+
+
+def flask_app(redis_url: str, cfg: Config, mount: str) -> Any:
+    from flask import Flask
+    from werkzeug.middleware.dispatcher import DispatcherMiddleware
+
+    from redis_ratelimit.wsgi import RateLimitMiddleware
+
+    def ok_app(name: str) -> Any:
+        app = Flask(name)
+
+        @app.route("/", defaults={"path": ""}, methods=METHODS)
+        @app.route("/<path:path>", methods=METHODS)
+        def ok(path: str) -> Any:
+            return "ok"
+
+        return app
+
+    app = ok_app("limited")
+    app.wsgi_app = RateLimitMiddleware(app.wsgi_app, redis=connect(redis_url, 1.0),  # type: ignore
+                                       config=cfg)
+    if not mount:
+        return app
+    return DispatcherMiddleware(ok_app("outside"), {mount: app})
+
+
+def fastapi_app(redis_url: str, cfg: Config, mount: str) -> Any:
+    from fastapi import FastAPI
+    from fastapi.responses import PlainTextResponse
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+    from starlette.routing import Route as SRoute
+
+    from redis_ratelimit.asgi import RateLimitMiddleware
+
+    async def ok(request: Any) -> Any:  # a Starlette endpoint
+        return PlainTextResponse("ok")
+
+    async def fastapi_ok() -> Any:
+        return PlainTextResponse("ok")
+
+    app = FastAPI()
+    app.add_middleware(RateLimitMiddleware, redis=connect_async(redis_url, 1.0), config=cfg)
+    app.add_api_route("/{path:path}", fastapi_ok, methods=METHODS)
+    if not mount:
+        return app
+    return Starlette(routes=[Mount(mount, app=app),
+                             SRoute("/{path:path}", ok, methods=METHODS)])
+
+
+# ---------------------------------------------------------------- running a case
+
+
+def check_keys(r: Any, expect: Dict[str, Any], where: str) -> None:
+    for key, present in expect.get("keys", {}).items():
+        assert bool(r.exists(key)) == present, f"{where}: key {key} exists != {present}"
+
+
+def decision_list(d: Any) -> List[int]:
+    return [int(d.allowed), d.limit, d.remaining, d.retry_after_ms, d.reset_after_ms]
+
+
+async def api_call_async(port: int, step: Dict[str, Any]) -> Any:
+    """One API step with the asyncio client (its own connection, inside one event loop)."""
+    import redis.asyncio
+
+    c = redis.asyncio.Redis(port=port)
+    try:
+        return await api_call(AsyncRateLimiter(c), step, True)
+    finally:
+        await c.aclose()
+
+
+async def api_call(rl: Any, step: Dict[str, Any], is_async: bool) -> Any:
+    async def wait(v: Any) -> Any:
+        return await v if is_async else v
+
+    if step["api"] == "all":
+        rules = [(x["key"], rule_of(x["rule"], **({"cost": x["cost"]} if "cost" in x else {})))
+                 for x in step["rules"]]
+        return await wait(rl.all(rules, dryrun=step.get("dryrun", False)))
+    if step["api"] == "rate":
+        return await wait(rl.rate(step["key"], rule_of(step["rule"], **step.get("opts", {}))))
+    raise ValueError(f"unknown api step {step['api']}")
+
+
+def check_api_result(step: Dict[str, Any], res: Any, where: str) -> None:
+    exp = step["expect"]
+    if step["api"] == "all":
+        got = {"allowed": res.allowed, "refused_by": res.refused_by,
+               "decisions": [decision_list(d) for d in res.decisions]}
+        want = {k: exp[k] for k in ("allowed", "refused_by", "decisions") if k in exp}
+        assert {k: got[k] for k in want} == want, where
+        assert type(res.refused_by) is int, where  # never None (decision 1)
+    else:
+        assert decision_list(res)[:len(exp["reply"])] == exp["reply"], where
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize("case", [c for _, c in CASES], ids=[f"{s}:{c['name']}" for s, c in CASES])
+def test_conformance(case, framework, r, redis_port, serve_wsgi, serve_asgi, http):
+    url = f"redis://127.0.0.1:{redis_port}/0"
+    r.flushdb()
+    r.execute_command("RL.CLOCK", "SET", case["clock_ms"])
+    cfg = config_of(case["config"])
+    mount = case.get("mount", "")
+    needs_http = any("request" in s for s in case["steps"])
+    base = ""
+    if needs_http:
+        if framework == "flask":
+            base = serve_wsgi(flask_app(url, cfg, mount)).url
+        else:
+            base = serve_asgi(fastapi_app(url, cfg, mount)).url
+    is_async = framework == "fastapi"  # API steps: the sync client with Flask, asyncio with FastAPI
+    import redis
+
+    sync_client = redis.Redis(port=redis_port)
+    api = RateLimiter(sync_client)
+    try:
+        for i, step in enumerate(case["steps"]):
+            where = f"{case['name']} [{framework}] step {i}"
+            if "advance_ms" in step:
+                r.execute_command("RL.CLOCK", "ADVANCE", step["advance_ms"])
+                continue
+            if "api" in step:
+                if is_async:
+                    res = asyncio.run(api_call_async(redis_port, step))
+                else:
+                    res = asyncio.run(api_call(api, step, False))
+                check_api_result(step, res, where)
+                check_keys(r, step["expect"], where)
+                continue
+            req = step["request"]
+            resp = http.request(req["method"], base + req["path"],
+                                headers=req.get("headers", {}))
+            exp = step["expect"]
+            assert resp.status_code == exp["status"], f"{where}: {resp.status_code} {resp.text}"
+            for name, value in exp.get("headers", {}).items():
+                got = resp.headers.get(name)
+                assert got == value, f"{where}: header {name}: {got!r} != {value!r}"
+            check_keys(r, exp, where)
+    finally:
+        sync_client.close()
