@@ -21,6 +21,7 @@ pub mod commands;
 pub mod config;
 pub mod datatype;
 pub mod error;
+pub mod ops;
 pub mod packed;
 pub mod propagate;
 pub mod register;

@@ -512,7 +512,7 @@ impl State {
                     seq: r.u64()?,
                 };
                 let horizon_us = r.u64()?;
-                if horizon_us > MAX_TIME_US || last.ms > lease::MAX_TOKEN_MS {
+                if horizon_us > lease::MAX_EXPIRY_US || last.ms > lease::MAX_TOKEN_MS {
                     return Err(DecodeError("bad lease horizon or token"));
                 }
                 let n = r.count(3)?;
@@ -523,7 +523,7 @@ impl State {
                         ms: r.u64()?,
                         seq: r.u64()?,
                     };
-                    if expiry_us > MAX_TIME_US || token > last {
+                    if expiry_us > lease::MAX_EXPIRY_US || token > last {
                         return Err(DecodeError("bad lease"));
                     }
                     leases.push(lease::Lease { expiry_us, token });

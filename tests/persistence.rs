@@ -969,3 +969,29 @@ fn debug_reload_keeps_the_new_states() {
     let last = m["last_token"].clone();
     assert_eq!(lease_op(&mut c, &args!("RL.RELEASE", "a5", last)).0, 1);
 }
+
+/// Issue 24's repro: a lease state whose last token lies far ahead, accepted by RESTORE,
+/// then one RL.ACQUIRE (whose lease expires beyond the old decoder's time bound): the
+/// server still reloads, with every key. Whatever the decoder accepts stays storable
+/// after any operation (the `ops` property tests say it for every algorithm).
+#[test]
+fn a_restored_state_stays_loadable_after_an_operation() {
+    let srv = Server::start();
+    let mut c = srv.con();
+    clock_set(&mut c, 1_900_000_000_000);
+    ok(&mut c, &args!("SET", "other", "1"));
+    let payload = unhex(concat!(
+        "0781adab5e9629a2b4010532010700000000000000803d420f0000000000003fe59c30120000ffffffff",
+        "0000000005000000000000000000000000000000000a000bd709207d974ae0"
+    ));
+    assert_eq!(text(&restore(&mut c, "lk", 3_600_000, &payload, &[])), "OK");
+    let r = ok(&mut c, &args!("RL.ACQUIRE", "lk", 5, 60_000));
+    assert!(
+        matches!(&r, Value::Array(v) if v.first() == Some(&Value::Int(1))),
+        "{r:?}"
+    );
+    assert_eq!(text(&ok(&mut c, &args!("DEBUG", "RELOAD"))), "OK");
+    assert_eq!(dbsize(&mut c), 2, "every key survives the reload");
+    let m = info(&mut c, "lk").expect("the lease key");
+    assert_eq!(info_int(&m, "leases"), 1);
+}

@@ -112,6 +112,12 @@ pub struct LeasesIn<S> {
 /// time, so `(ms + 1) * 1000` stays a valid µs instant.
 pub const MAX_TOKEN_MS: u64 = 2 * super::MAX_TIME_MS - 1;
 
+/// The latest lease expiry or horizon a state may hold (the codec refuses more): a lease
+/// granted or renewed at the latest effective now (the last token's ms, or the latest module
+/// time) for the longest span. Every write keeps a state within it, so whatever the codec
+/// accepts stays storable.
+pub const MAX_EXPIRY_US: u64 = (MAX_TOKEN_MS + 1 + super::MAX_SPAN_MS) * US_PER_MS;
+
 fn ms_until(at_us: u64, now_us: u64) -> u64 {
     sat_u64(div_ceil(
         u128::from(at_us.saturating_sub(now_us)),
@@ -178,12 +184,23 @@ impl<S: Held> LeasesIn<S> {
                 ms: self.last.ms,
                 seq: self.last.seq + 1,
             }
-        } else {
+        } else if self.last.ms < MAX_TOKEN_MS {
             // 2^64 tokens in one ms: move to the next ms rather than repeat a token.
             Token {
-                ms: self.last.ms.saturating_add(1).min(MAX_TOKEN_MS),
+                ms: self.last.ms + 1,
                 seq: 0,
             }
+        } else {
+            // No greater token exists (a state only a crafted payload holds): refused, as
+            // a key that can grant no more.
+            let d = Decision {
+                allowed: false,
+                limit: p.limit,
+                remaining: 0,
+                retry_after_ms: ms_until(self.horizon_us, now_us).max(1),
+                reset_after_ms: self.reset_after_ms(at, now_us),
+            };
+            return (d, None, false);
         };
         let expiry = at.saturating_add(p.span_ms.saturating_mul(US_PER_MS));
         let reset =
