@@ -48,7 +48,10 @@ def test_strategy_admits_the_limit(r, storage, name):
     assert lim.test(item, "u") is False and lim.test(item, "other") is True
     reset, remaining = lim.get_window_stats(item, "u")
     assert remaining == 0
-    assert time.time() < reset <= time.time() + 60.5
+    # when one more unit fits, as the module says: the window's end (fixed), the oldest
+    # entry's expiry (moving), 20 s into the next window (sliding: 3 * 2/3 + 1 = 3)
+    wait = {"sliding-window-counter": 79}.get(name, 60)
+    assert time.time() + wait - 1.5 < reset <= time.time() + wait + 0.5
     assert lim.hit(item, "u2", cost=3) and not lim.hit(item, "u2")
     assert not lim.hit(item, "u3", cost=4)  # more than the limit: refused, nothing spent
     lim.clear(item, "u")
@@ -103,10 +106,55 @@ def test_sliding_window_counter_weights(r, storage):
     for _ in range(4):
         assert lim.hit(item, "u")
     advance(r, 75_000)  # 15 s into the next window: weight of the previous 3/4
-    prev, prev_ttl, cur, cur_ttl = storage.get_sliding_window(item.key_for("u"), 60)
-    assert (prev, cur) == (4, 0)
-    assert abs(prev_ttl - 45) < 0.5 and abs(cur_ttl - 105) < 0.5
+    assert lim.test(item, "u") and lim.get_window_stats(item, "u")[1] == 1
     assert lim.hit(item, "u") and not lim.hit(item, "u")  # 4 * 3/4 + 1 = 4
+    assert not lim.test(item, "u")
+    # The next unit fits when the previous window weighs 2 (30 s into the window): 15 s.
+    # limits' own arithmetic on the raw counters would say 0 s (45 % 15).
+    reset, remaining = lim.get_window_stats(item, "u")
+    assert remaining == 0 and 14.5 < reset - time.time() <= 15
+
+
+def module_retry_s(r, storage, item, who):
+    """The module's own answer: ceil(retry_after_ms / 1000) of one more unit (DRYRUN)."""
+    key = storage.k(item.key_for(who), "sliding")
+    d = r.execute_command("RL.SLIDING", key, item.amount, item.get_expiry() * 1000, "DRYRUN")
+    return int(d[0]) == 1, -(-int(d[3]) // 1000)
+
+
+@pytest.mark.parametrize("limit", ["4/minute", "3/minute", "10/minute", "7/30 seconds"])
+def test_sliding_window_counter_agrees_with_the_module(r, storage, limit):
+    """Issue 24: limits' test() said yes while hit() refused, and the reset (Retry-After)
+    came earlier than the module's retry_after_ms. Walk the clock over three windows,
+    hitting often: test() answers as hit() does, and a refused hit's reset is never before
+    the module's retry_after_ms (rounded up), and at most a second after it."""
+    lim = SlidingWindowCounterRateLimiter(storage)
+    item = parse(limit)
+    step = item.get_expiry() * 1000 // 16 + 123  # off every window boundary
+    for i in range(3 * 16):
+        for _ in range(2):
+            fits, retry = module_retry_s(r, storage, item, "u")
+            assert lim.test(item, "u") is fits, i
+            assert lim.hit(item, "u") is fits, i
+            if not fits:
+                reset, remaining = lim.get_window_stats(item, "u")
+                assert remaining == 0
+                assert retry - 0.5 <= reset - time.time() <= retry, (i, retry)
+        advance(r, step)
+
+
+def test_strategies_keep_their_keys_apart(r, storage):
+    """Issue 24: a strategy switch on a live app (moving window -> sliding counter) met the
+    old strategy's keys: WRONGTYPE on every request. Each strategy has keys of its own."""
+    item = parse("2/minute")
+    for name, cls in STRATEGIES.items():
+        lim = cls(storage)
+        assert [lim.hit(item, "u") for _ in range(3)] == [True, True, False], name
+    assert sorted(k.split(":")[1] for k in r.keys("LIMITS:*")) == ["fixed", "moving",
+                                                                   "sliding"]
+    MovingWindowRateLimiter(storage).clear(item, "u")
+    SlidingWindowCounterRateLimiter(storage).clear(item, "u")
+    assert [k.split(":")[1] for k in r.keys("LIMITS:*")] == []  # clear() covers fixed too
 
 
 def test_async_storage(r, redis_port):
@@ -136,12 +184,19 @@ def test_cluster_storage(rc, cluster_ports, name):
     item = parse("2/minute")
     advance_all = rc.get_nodes()
     rc.execute_command("RL.CLOCK", "ADVANCE", 1000, target_nodes=advance_all)
-    users = [f"user{i}" for i in range(12)]  # keys on every node
-    assert {rc.keyslot(f"LIMITS:{item.key_for(u)}") // 5461 for u in users} == {0, 1, 2}
+    seg = {"fixed-window": "fixed", "moving-window": "moving",
+           "sliding-window-counter": "sliding"}[name]
+    by_node: dict = {}
+    for i in range(1000):  # four users whose keys are on each node
+        u = f"user{i}"
+        by_node.setdefault(rc.keyslot(storage.k(item.key_for(u), seg)) // 5461, []).append(u)
+    users = [u for node in sorted(by_node) for u in by_node[node][:4]]
+    assert len(by_node) == 3
+    wait = 89 if name == "sliding-window-counter" else 60  # the module's retry, see above
     for u in users:
         assert [lim.hit(item, u) for _ in range(3)] == [True, True, False]
         reset, remaining = lim.get_window_stats(item, u)
-        assert remaining == 0 and time.time() + 58 < reset <= time.time() + 61
+        assert remaining == 0 and time.time() + wait - 2 < reset <= time.time() + wait + 1
     assert storage.reset() == len(users)
 
 
@@ -173,7 +228,7 @@ def test_storage_down_raises(closed_url):
 # ------------------------------------------------------------------ Flask-Limiter
 
 
-def flask_limiter_app(redis_port, strategy):
+def flask_limiter_app(redis_port, strategy, limit="2 per minute"):
     from flask import Flask
     from flask_limiter import Limiter
     from flask_limiter.util import get_remote_address
@@ -186,7 +241,7 @@ def flask_limiter_app(redis_port, strategy):
     flask_limiter_headers(app, limiter)
 
     @app.get("/")
-    @limiter.limit("2 per minute")
+    @limiter.limit(limit)
     def index():
         return {"hello": "world"}
 
@@ -198,10 +253,12 @@ def flask_limiter_app(redis_port, strategy):
     return app
 
 
-def third_request_is_429(http, url):
+def third_request_is_429(http, url, strategy):
     """2 per minute, 1 s into a minute: 200, 200, then 429 with draft-10 headers whose t is
-    when quota comes back: the window's end (fixed, sliding counter: 59 s) or the oldest
-    entry's expiry (moving window: 60 s)."""
+    when quota comes back: the window's end (fixed: 59 s), the oldest entry's expiry
+    (moving window: 60 s), or for the sliding counter the module's retry_after_ms: the
+    previous window's 2 must weigh 1, half-way through the next window (89 s; t is clamped
+    to w = 60, Retry-After is not)."""
     seen = [http.get(url) for _ in range(3)]
     assert [s.status_code for s in seen] == [200, 200, 429]
     assert seen[0].headers["RateLimit-Policy"] == '"2-per-1-minute";q=2;w=60'
@@ -211,7 +268,8 @@ def third_request_is_429(http, url):
     t = int(refused.headers["RateLimit"].rsplit("t=", 1)[1])
     # Flask-Limiter writes its own Retry-After from its reset time and the real clock, in
     # whole seconds: one second less when a second boundary passes in between.
-    assert t in (59, 60) and int(refused.headers["Retry-After"]) in (t - 1, t)
+    wait = 89 if strategy == "sliding-window-counter" else t
+    assert t in (59, 60) and int(refused.headers["Retry-After"]) in (wait - 1, wait)
     return seen
 
 
@@ -219,7 +277,7 @@ def third_request_is_429(http, url):
 def test_flask_limiter(r, redis_port, serve_wsgi, http, strategy):
     base = serve_wsgi(flask_limiter_app(redis_port, strategy)).url
     advance(r, 1000)
-    refused = third_request_is_429(http, base + "/")[2]
+    refused = third_request_is_429(http, base + "/", strategy)[2]
     assert refused.headers["X-RateLimit-Remaining"] == "0"  # Flask-Limiter's own
     assert http.get(base + "/free").status_code == 200
     assert all(k.startswith("LIMITS:") for k in r.keys("*"))
@@ -255,5 +313,43 @@ def slowapi_app(redis_port, strategy):
 def test_slowapi(r, redis_port, serve_asgi, http, strategy):
     base = serve_asgi(slowapi_app(redis_port, strategy)).url
     advance(r, 1000)
-    third_request_is_429(http, base + "/")
+    third_request_is_429(http, base + "/", strategy)
     assert r.keys("LIMITS:*")
+
+
+def test_flask_limiter_sliding_retry_after_is_the_modules(r, redis_port, serve_wsgi, http):
+    """A client that honours Flask-Limiter's Retry-After is admitted then (issue 24: it was
+    sent earlier than the module's retry_after_ms, and refused again)."""
+    base = serve_wsgi(flask_limiter_app(redis_port, "sliding-window-counter",
+                                        "4 per minute")).url
+    advance(r, 1000)
+    assert [http.get(base + "/").status_code for _ in range(5)] == [200] * 4 + [429]
+    advance(r, 74_000)  # 15 s into the next window: the previous 4 weigh 3, one fits
+    assert http.get(base + "/").status_code == 200
+    refused = http.get(base + "/")
+    assert refused.status_code == 429
+    # the module: the next unit fits when the previous 4 weigh 2, 30 s into the window,
+    # 15 s from now (limits' arithmetic on the raw counters said 0: 45 s % 15 s)
+    key = next(k for k in r.keys("LIMITS:sliding:*"))
+    d = r.execute_command("RL.SLIDING", key, 4, 60_000, "DRYRUN")
+    assert (int(d[0]), int(d[3])) == (0, 15_000)
+    # Flask-Limiter's own Retry-After: its reset time minus its clock, floored: 15 (14 only
+    # when a second boundary falls between the storage's answer and Flask-Limiter's clock)
+    assert int(refused.headers["Retry-After"]) in (14, 15)
+    assert refused.headers["RateLimit"] == '"4-per-1-minute";r=0;t=15'  # ours
+    advance(r, 14_999)
+    assert http.get(base + "/").status_code == 429
+    advance(r, 1)
+    assert http.get(base + "/").status_code == 200
+
+
+def test_flask_limiter_strategy_switch_starts_fresh(r, redis_port, serve_wsgi, http):
+    """The same app restarted with another strategy (the old keys still live) answers as a
+    fresh limit, never 500."""
+    for strategy in ("moving-window", "sliding-window-counter", "fixed-window",
+                     "moving-window"):
+        r.execute_command("RL.CLOCK", "ADVANCE", 1000)
+        base = serve_wsgi(flask_limiter_app(redis_port, strategy)).url
+        assert [http.get(base + "/").status_code for _ in range(3)] == [200, 200, 429], \
+            strategy
+        r.execute_command("RL.CLOCK", "ADVANCE", 120_000)

@@ -23,7 +23,14 @@ Strategies, each one module command (atomic, TTL set in the same call, no Lua):
   the limit). Limits above the module's ``ratelimit.log-max-limit`` (10000) are refused.
 * ``sliding-window-counter`` — ``RL.SLIDING``: the same weighted estimate as limits'
   (previous count × the part of the previous window still inside the sliding window +
-  current count), in exact arithmetic.
+  current count), in exact arithmetic. What ``get_sliding_window`` returns is derived from
+  the module's own answer (a peek and a DRYRUN), so that limits' ``test()`` agrees with
+  ``hit()`` and the reset time limits computes (Flask-Limiter's ``Retry-After``, slowapi's)
+  is the module's ``retry_after_ms`` rounded up to whole seconds, never earlier.
+
+Each strategy has keys of its own (``<prefix>:fixed:``, ``<prefix>:moving:``,
+``<prefix>:sliding:`` before limits' key): switching the strategy of a live app starts the
+new strategy afresh instead of meeting the old one's keys (``WRONGTYPE``).
 """
 
 from __future__ import annotations
@@ -98,13 +105,18 @@ def _client(uri: str, options: Dict[str, Any], asyncio: bool) -> Any:
     return redis.Redis.from_url(_url(uri), **options)
 
 
+#: The key segment of each strategy: a strategy switch on a live app never meets the keys
+#: (another algorithm's state) of the previous one.
+FIXED, MOVING, SLIDING = "fixed", "moving", "sliding"
+
+
 class _Commands:
     """The arguments of each operation and the meaning of each reply (no I/O)."""
 
     prefix: str
 
-    def k(self, key: str) -> str:
-        return f"{self.prefix}:{key}"
+    def k(self, key: str, strategy: str = FIXED) -> str:
+        return f"{self.prefix}:{strategy}:{key}"
 
     # fixed window
     def incr_plan(self, key: str, expiry: int, amount: int) -> Tuple[int, List[Any]]:
@@ -135,7 +147,7 @@ class _Commands:
     # moving window (RL.LOG)
     def log_args(self, key: str, limit: int, expiry: int, cost: int, dryrun: bool
                  ) -> List[Any]:
-        return ["RL.LOG", self.k(key), limit, expiry * 1000, "COST", cost,
+        return ["RL.LOG", self.k(key, MOVING), limit, expiry * 1000, "COST", cost,
                 *(["DRYRUN"] if dryrun else [])]
 
     @staticmethod
@@ -146,8 +158,55 @@ class _Commands:
         return time.time() - expiry + d.retry_after_ms / 1000
 
     # sliding window counter (RL.SLIDING)
-    def sliding_args(self, key: str, limit: int, expiry: int, amount: int) -> List[Any]:
-        return ["RL.SLIDING", self.k(key), limit, expiry * 1000, "COST", amount]
+    def sliding_args(self, key: str, limit: int, expiry: int, amount: int,
+                     dryrun: bool = False) -> List[Any]:
+        return ["RL.SLIDING", self.k(key, SLIDING), limit, expiry * 1000, "COST", amount,
+                *(["DRYRUN"] if dryrun else [])]
+
+    def sliding_probe_plan(self, key: str, expiry: int) -> Optional[List[List[Any]]]:
+        """The module's view of a sliding window counter without writing: a peek (``COST
+        0``: how many units fit now) and a DRYRUN of one unit (when it would fit). None
+        when the key does not show the limit (not built by ``limits``)."""
+        limit = limit_from_key(key)
+        if limit is None:
+            return None
+        return [self.sliding_args(key, limit, expiry, 0),
+                self.sliding_args(key, limit, expiry, 1, dryrun=True)]
+
+    @staticmethod
+    def sliding_view(limit: int, expiry: int, peek: Any, dry: Any
+                     ) -> Tuple[float, float, int, float]:
+        """(previous count, previous TTL s, current count, current TTL s) for limits'
+        ``SlidingWindowCounterRateLimiter``, built from the module's answers so that what
+        limits computes from them is what the module decides:
+
+        * the weighted count limits computes is ``limit - fit + r/u`` (``fit``: units that
+          fit now, ``0 <= r/u < 1``): ``test(cost)`` is True exactly when ``hit(cost)``
+          would admit, and ``remaining`` is ``fit``;
+        * the reset limits computes (``previous TTL % (window / previous count)``) is
+          ``r``: when nothing fits, the module's ``retry_after_ms`` rounded up to whole
+          seconds (so a client that honours Retry-After is admitted); else when quota comes
+          back (the end of the current window, as the draft-10 ``t`` of a sliding rule).
+
+        The previous count is 1 (a fraction when ``r`` is a window or more: the module's
+        wait can exceed the window, limits' modulo cannot); the current count is 0.
+        """
+        p = Decision.from_reply(peek)
+        fit = p.remaining
+        spent = limit - fit
+        if spent <= 0:
+            return 0, 0.0, 0, 0.0
+        if fit == 0:
+            r_ms = Decision.from_reply(dry).retry_after_ms
+        else:  # admitted: when more quota comes back (decision 3, SLIDING)
+            w_ms = expiry * 1000
+            reset = p.reset_after_ms
+            r_ms = reset - w_ms if reset > w_ms else reset
+        r = float(max(1, -(-r_ms // 1000)))
+        w = float(expiry)
+        prev = 1.0 if r < w else w / (r + w)
+        u = w / prev  # limits' "time one previous unit takes to age out"
+        return prev, spent * u + r, 0, 0.0
 
     def clock_probe_args(self, key: str = "") -> List[Any]:
         """A DRYRUN on a key that never exists, with the longest window the module takes:
@@ -244,7 +303,9 @@ class RateLimitStorage(_Commands, Storage, MovingWindowSupport, SlidingWindowCou
         return n
 
     def clear(self, key: str) -> None:
-        self.redis.delete(self.k(key))
+        # limits clears fixed and moving windows with this one method
+        self.redis.delete(self.k(key, FIXED))
+        self.redis.delete(self.k(key, MOVING))
 
     def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
         if amount > limit:
@@ -266,15 +327,21 @@ class RateLimitStorage(_Commands, Storage, MovingWindowSupport, SlidingWindowCou
         return Decision.from_reply(self._x(*self.sliding_args(key, limit, expiry,
                                                               amount))).allowed
 
-    def get_sliding_window(self, key: str, expiry: int) -> Tuple[int, float, int, float]:
+    def get_sliding_window(self, key: str, expiry: int) -> Tuple[Any, float, int, float]:
+        plan = self.sliding_probe_plan(key, expiry)
         pipe = self.redis.pipeline(transaction=False)
-        pipe.execute_command("RL.INFO", self.k(key))
+        if plan is not None:
+            for args in plan:
+                pipe.execute_command(*args)
+            peek, dry = pipe.execute()
+            return self.sliding_view(limit_from_key(key) or 0, expiry, peek, dry)
+        pipe.execute_command("RL.INFO", self.k(key, SLIDING))
         pipe.execute_command(*self.clock_probe_args(key))
         info, probe = pipe.execute()
         return self.sliding_window(expiry, info, self.module_now_ms(probe))
 
     def clear_sliding_window(self, key: str, expiry: int) -> None:
-        self.clear(key)
+        self.redis.delete(self.k(key, SLIDING))
 
 
 class AsyncRateLimitStorage(_Commands, AioStorage, AioMovingWindowSupport,
@@ -325,7 +392,9 @@ class AsyncRateLimitStorage(_Commands, AioStorage, AioMovingWindowSupport,
         return n
 
     async def clear(self, key: str) -> None:
-        await self.redis.delete(self.k(key))
+        # limits clears fixed and moving windows with this one method
+        await self.redis.delete(self.k(key, FIXED))
+        await self.redis.delete(self.k(key, MOVING))
 
     async def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
         if amount > limit:
@@ -350,15 +419,21 @@ class AsyncRateLimitStorage(_Commands, AioStorage, AioMovingWindowSupport,
                                                                     amount))).allowed
 
     async def get_sliding_window(self, key: str, expiry: int
-                                 ) -> Tuple[int, float, int, float]:
+                                 ) -> Tuple[Any, float, int, float]:
+        plan = self.sliding_probe_plan(key, expiry)
         pipe = self.redis.pipeline(transaction=False)
-        pipe.execute_command("RL.INFO", self.k(key))
+        if plan is not None:
+            for args in plan:
+                pipe.execute_command(*args)
+            peek, dry = await pipe.execute()
+            return self.sliding_view(limit_from_key(key) or 0, expiry, peek, dry)
+        pipe.execute_command("RL.INFO", self.k(key, SLIDING))
         pipe.execute_command(*self.clock_probe_args(key))
         info, probe = await pipe.execute()
         return self.sliding_window(expiry, info, self.module_now_ms(probe))
 
     async def clear_sliding_window(self, key: str, expiry: int) -> None:
-        await self.clear(key)
+        await self.redis.delete(self.k(key, SLIDING))
 
 
 def _chunks(it: Any, n: int = 500) -> Any:
@@ -386,10 +461,11 @@ def draft10_headers(item: Any, window: Any, breached: bool, name: Optional[str] 
     now = time.time() if now is None else now
     reset_at, remaining = window[0], window[1]
     t = max(0, math.ceil(reset_at - now))
+    w = item.get_expiry()
     label = name or f"{item.amount}-per-{item.multiples}-{item.GRANULARITY.name}"
     label = '"' + label.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    h = {"RateLimit-Policy": f"{label};q={item.amount};w={item.get_expiry()}",
-         "RateLimit": f"{label};r={max(0, remaining)};t={t}"}
+    h = {"RateLimit-Policy": f"{label};q={item.amount};w={w}",
+         "RateLimit": f"{label};r={max(0, remaining)};t={min(t, w)}"}  # t never above w
     if breached:
         h["Retry-After"] = str(max(1, t))
     return h
