@@ -229,12 +229,17 @@ fn gen_rule(rng: &mut StdRng, kind: Kind) -> Vec<i64> {
     }
 }
 
-/// A rule change for an existing key. READING: RL.SLIDING and RL.FIXED keep their window
-/// here (only the limit changes): the contract says counts are "read under the new numbers"
-/// but not how a count of one window length maps onto windows of another length.
+/// A rule change for an existing key.
+///
+/// READING (RL.SLIDING, RL.FIXED): the contract says window counts are kept "with their
+/// times, read under the new numbers", not which time a count of a whole window has. Here
+/// every counter is timed at its window's start (a window is named by its start, as the
+/// contract aligns them): under a new window length it counts in the new window that holds
+/// that instant (both counters of a sliding state may land in one). The same rule for the
+/// current and the previous counter, and for RL.FIXED's count.
 fn change_rule(rng: &mut StdRng, kind: Kind, p: &[i64]) -> Vec<i64> {
     match kind {
-        Kind::Sliding | Kind::Fixed => vec![gen_limit(rng, 100), p[1]],
+        Kind::Sliding | Kind::Fixed if rng.gen_bool(0.5) => vec![gen_limit(rng, 100), p[1]],
         Kind::Gcra | Kind::TokenBucket | Kind::Throttle if rng.gen_bool(0.3) => {
             // Only the burst: the debt is kept (the contract's redis-cell example).
             let mut q = p.to_vec();
@@ -370,7 +375,12 @@ enum State {
     /// written with (exact: every TAT is a whole ms plus whole intervals period/count).
     Gcra { tat: i128, p: Vec<i64> },
     /// Sliding window counter: the current window's start, previous and current counts.
-    Sliding { start: i64, prev: i64, cur: i64 },
+    Sliding {
+        start: i64,
+        prev: i64,
+        cur: i64,
+        w: i64,
+    },
     /// Fixed window: the window's start and its count.
     Fixed { start: i64, count: i64 },
     /// Exact log: (time, units) of admitted requests, as of the last write.
@@ -521,19 +531,25 @@ fn carry_over(tat: i128, old: &[i64], p: &[i64], now_ms: i64) -> i128 {
 fn sliding(st: Option<&State>, p: &[i64], now: i64, cost: i64) -> Out {
     let (l, w) = (p[0] as i128, p[1] as i128);
     let cs = now.div_euclid(p[1]) * p[1];
-    let (prev, cur) = match st {
-        None => (0, 0),
-        Some(State::Sliding { start, prev, cur }) => {
-            if *start == cs {
-                (*prev as i128, *cur as i128)
-            } else if *start == cs - p[1] {
-                (*cur as i128, 0)
-            } else {
-                (0, 0)
-            }
-        }
+    // Each stored counter is timed at its window's start and read under this call's window.
+    let counters = match st {
+        None => vec![],
+        Some(State::Sliding {
+            start,
+            prev,
+            cur,
+            w: w0,
+        }) => vec![(start - w0, *prev), (*start, *cur)],
         Some(other) => panic!("model: {other:?} under SLIDING"),
     };
+    let in_window = |ws: i64| -> i128 {
+        counters
+            .iter()
+            .filter(|&&(t, _)| t.div_euclid(p[1]) * p[1] == ws)
+            .map(|&(_, n)| n as i128)
+            .sum()
+    };
+    let (prev, cur) = (in_window(cs - p[1]), in_window(cs));
     let e = (now - cs) as i128;
     let to_end = cs + p[1] - now;
     let reset_of = |cur: i128, prev: i128| {
@@ -561,6 +577,7 @@ fn sliding(st: Option<&State>, p: &[i64], now: i64, cost: i64) -> Out {
         return (
             vec![1, l as i64, remaining(cur + cost), 0, reset],
             Some(State::Sliding {
+                w: p[1],
                 start: cs,
                 prev: prev as i64,
                 cur: (cur + cost) as i64,
@@ -593,9 +610,10 @@ fn sliding(st: Option<&State>, p: &[i64], now: i64, cost: i64) -> Out {
 fn fixed(st: Option<&State>, p: &[i64], now: i64, cost: i64) -> Out {
     let (l, w) = (p[0], p[1]);
     let cs = now.div_euclid(w) * w;
+    // The stored count is timed at its window's start and read under this call's window.
     let count = match st {
         None => 0,
-        Some(State::Fixed { start, count }) if *start == cs => *count,
+        Some(State::Fixed { start, count }) if start.div_euclid(w) * w == cs => *count,
         Some(State::Fixed { .. }) => 0,
         Some(other) => panic!("model: {other:?} under FIXED"),
     };
@@ -1025,6 +1043,7 @@ fn shrink(c: &mut Connection, ep: &Episode, first: Failure, tag: &str) -> (Episo
     best.steps.truncate(first.step + 1);
     let mut fail = first;
     let mut tries = 0;
+    let started = Instant::now();
     let mut chunk = best.steps.len() / 2;
     while chunk >= 1 && tries < 400 {
         let mut i = 0;
@@ -1076,6 +1095,12 @@ fn shrink(c: &mut Connection, ep: &Episode, first: Failure, tag: &str) -> (Episo
         }
         i += 1;
     }
+    eprintln!(
+        "shrunk {} steps to {} in {tries} runs, {:.1} s",
+        ep.steps.len(),
+        best.steps.len(),
+        started.elapsed().as_secs_f64()
+    );
     (best, fail)
 }
 
