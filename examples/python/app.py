@@ -1,4 +1,4 @@
-"""A small Flask service rate-limited by the redis-ratelimit package (clients/python).
+"""A small Flask service rate-limited by the redis-ratelimit-module package (clients/python).
 
     pip install -r requirements.txt        # from this directory: Flask + ../../clients/python
     REDIS_URL=redis://127.0.0.1:6379/0 python app.py          # listens on 127.0.0.1:8000

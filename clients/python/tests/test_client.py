@@ -154,25 +154,12 @@ def test_async_api(r, redis_port, protocol):
     run(main())
 
 
-# ------------------------------------------------------------------ issue 16's options
-# The client sends the contract's syntax; the module implements the options later (issue
-# 16). Each test sends its option once and skips, saying so, while the server refuses it.
-
-
-def needs(r, option, *args):
-    """Sends ``args`` once; skips the test if the server refuses ``option``."""
-    try:
-        return r.execute_command(*args)
-    except redis.ResponseError as e:
-        msg = str(e)
-        if "syntax error" in msg or "cost must be a positive integer" in msg:
-            pytest.skip(f"the server does not support {option} yet (issue 16): "
-                        f"{' '.join(map(str, args))} -> ERR {msg}")
-        raise
+# ------------------------------------------------------------------ the options
+# "Beyond yes or no" (commands.md): peek, refund, partial, reserve, block, stagger. The
+# module implements them; the client sends the contract's syntax.
 
 
 def test_peek_cost_0(rl, r):
-    needs(r, "COST 0 (peek)", "RL.GCRA", "probe", 3, 1, 1000, "COST", 0)
     assert rl.gcra("p", 3, 1, 1000, cost=0) == Decision(True, 3, 3, 0, 0)
     assert r.exists("p") == 0
     rl.gcra("p", 3, 1, 1000)
@@ -180,7 +167,6 @@ def test_peek_cost_0(rl, r):
 
 
 def test_refund(rl, r):
-    needs(r, "REFUND", "RL.GCRA", "probe", 3, 1, 1000, "REFUND", 1)
     rl.gcra("k", 3, 1, 1000, cost=3)
     d = rl.gcra("k", 3, 1, 1000, refund=2)
     assert (d.allowed, d.remaining, d.reset_after_ms) == (True, 2, 1000)
@@ -189,7 +175,6 @@ def test_refund(rl, r):
 
 
 def test_partial_granted(rl, r):
-    needs(r, "PARTIAL", "RL.GCRA", "probe", 3, 1, 1000, "COST", 2, "PARTIAL")
     rl.gcra("k", 5, 1, 1000, cost=3)
     d = rl.gcra("k", 5, 1, 1000, cost=4, partial=True)
     assert (d.allowed, d.granted, d.remaining) == (True, 2, 0)
@@ -200,7 +185,6 @@ def test_partial_granted(rl, r):
 
 
 def test_reserve(rl, r):
-    needs(r, "RESERVE", "RL.GCRA", "probe", 3, 1, 1000, "RESERVE", 1)
     assert rl.fixed("f", 10, 60_000, cost=6, reserve=4).allowed
     d = rl.fixed("f", 10, 60_000, reserve=4)
     assert d.allowed is False
@@ -210,7 +194,6 @@ def test_reserve(rl, r):
 
 
 def test_block(rl, r):
-    needs(r, "BLOCK", "RL.GCRA", "probe", 3, 1, 1000, "BLOCK", 100)
     for _ in range(2):
         assert rl.fixed("login", 2, 60_000, block_ms=900_000).allowed
     d = rl.fixed("login", 2, 60_000, block_ms=900_000)
@@ -219,7 +202,6 @@ def test_block(rl, r):
 
 
 def test_stagger(rl, r):
-    needs(r, "STAGGER", "RL.FIXED", "probe", 3, 1000, "STAGGER")
     from redis.crc import key_slot
 
     key, w = "stag", 60_000

@@ -57,7 +57,8 @@ def test_login_limit_and_exemptions(rds, serve):
     assert statuses == [200] * 5 + [429]
     for _ in range(10):
         assert srv.get("/health").status == 200
-    assert sorted(rds.keys("rl:*")) == ["rl:login:127.0.0.1"]
+    # the login limit applies beside the default ones (the anonymous ip limit)
+    assert sorted(rds.keys("rl:*")) == ["rl:ip:127.0.0.1", "rl:login:127.0.0.1"]
 
 
 def test_trusted_proxy(rds, serve):

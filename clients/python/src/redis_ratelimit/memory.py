@@ -3,8 +3,9 @@
 It is per process (each worker counts on its own), so give it a fallback rule sized for one
 process (e.g. the global limit divided by the number of workers). Integer arithmetic in
 microseconds, like the module; same five reply fields. Refused requests spend nothing.
-Algorithms: GCRA, TOKENBUCKET, QUEUE (with ``delay_ms``), FIXED, SLIDING and LOG; the
-options of issue 16 are not implemented here (only ``cost``).
+Algorithms: GCRA, TOKENBUCKET, QUEUE (with ``delay_ms``), FIXED, SLIDING and LOG; of the
+options only ``cost`` (1 to limit) is implemented here (no peek, refund, partial, reserve,
+block or stagger).
 """
 
 from __future__ import annotations
