@@ -22,12 +22,26 @@ def serve(request, redis_port, serve_wsgi, serve_asgi):
     """serve(config, redis_url=None) -> base URL of the app on a real HTTP server."""
     fw = request.param
 
-    def start(cfg: Any, redis_url: str = "", timeout: float = 1.0) -> str:
+    def start(cfg: Any, redis_url: str = "", timeout: float = 1.0, mount: str = "") -> str:
+        """``mount``: the app is served under that prefix (WSGI: werkzeug's
+        DispatcherMiddleware, so SCRIPT_NAME; ASGI: a Starlette Mount, so root_path)."""
         url = redis_url or f"redis://127.0.0.1:{redis_port}/0"
         if fw == "fastapi":
-            return serve_asgi(services.fastapi_app(url, cfg, timeout)).url
+            app = services.fastapi_app(url, cfg, timeout)
+            if mount:
+                from starlette.applications import Starlette
+                from starlette.routing import Mount
+
+                app = Starlette(routes=[Mount(mount, app=app)])
+            return serve_asgi(app).url
         factory = services.flask_app if fw == "flask" else services.django_app
-        return serve_wsgi(factory(url, cfg, timeout)).url
+        app = factory(url, cfg, timeout)
+        if mount:
+            from werkzeug.middleware.dispatcher import DispatcherMiddleware
+            from werkzeug.wrappers import Response
+
+            app = DispatcherMiddleware(Response("outside", 404), {mount: app})
+        return serve_wsgi(app).url
 
     return start
 
@@ -239,3 +253,17 @@ def test_queue_limit_shapes(r, serve, http):
         elapsed.append(time.monotonic() - t0)
     assert statuses == [200, 200, 200, 429]  # 3 waiting at most
     assert elapsed[1] >= 2.0 and elapsed[2] >= 4.0  # delays 0, 2, 4 s (module time)
+
+
+def test_mounted_under_a_prefix(r, serve, http):
+    """Decision 7: routes and exemptions match the path the mounted app sees (WSGI
+    PATH_INFO, ASGI path without root_path, Django request.path_info): the /login route
+    applies to /api/login and the /health exemption to /api/health."""
+    base = serve(services.config(), mount="/api")
+    seen = [http.post(base + "/api/login") for _ in range(3)]
+    assert [s.status_code for s in seen] == [200, 200, 429]
+    assert seen[0].headers["RateLimit-Policy"] == '"ip";q=2;w=60, "login";q=2;w=60'
+    for _ in range(3):
+        resp = http.get(base + "/api/health")
+        assert resp.status_code == 200 and "RateLimit" not in resp.headers
+    assert sorted(r.keys("rl:*")) == ["rl:ip:127.0.0.1", "rl:login:127.0.0.1"]

@@ -181,3 +181,39 @@ def test_breaker_skips_redis_after_a_failure(closed_url):
     now[0] += 0.2  # 1.4 s after the failure: Redis is tried again
     run_sync(eng, client, plan)
     assert events[-1].error is not None and type(events[-1].error) is not CircuitOpen
+
+
+def test_asgi_path_is_relative_to_root_path():
+    from redis_ratelimit.asgi import app_path
+
+    assert app_path({"path": "/api/login", "root_path": "/api"}) == "/login"
+    assert app_path({"path": "/api", "root_path": "/api"}) == "/"
+    assert app_path({"path": "/apix/login", "root_path": "/api"}) == "/apix/login"
+    assert app_path({"path": "/login", "root_path": "/api"}) == "/login"  # already stripped
+    assert app_path({"path": "/login", "root_path": ""}) == "/login"
+
+
+def test_route_limits_add_replace_exempt():
+    from redis_ratelimit import Config, Limit, Route, Rule
+    from redis_ratelimit.keys import Request
+    from redis_ratelimit.middleware import Engine
+
+    def lim(name):
+        return Limit(name, Rule.fixed(1, 60_000), lambda req: "x")
+
+    cfg = Config(limits=[lim("user"), lim("ip")],
+                 routes=[Route("/login", [lim("login")], methods=["POST"]),
+                         Route("/search", [lim("user")]),
+                         Route("/upload", [lim("upload")], replace=True),
+                         Route("/admin/*", False)])
+    eng = Engine(cfg)
+
+    def names(method, path):
+        return [x.name for x in eng.limits_for(Request(method, path, {}, "127.0.0.1"))]
+
+    assert names("POST", "/login") == ["user", "ip", "login"]
+    assert names("GET", "/login") == ["user", "ip"]
+    assert names("GET", "/search") == ["ip", "user"]  # the route's "user" replaces the default
+    assert names("GET", "/upload") == ["upload"]
+    assert names("GET", "/admin") == [] and names("GET", "/admin/x") == []
+    assert names("GET", "/adminx") == ["user", "ip"]
