@@ -34,7 +34,7 @@ help:
 	@echo "make deps       install missing system packages (libclang-dev, redis-server, redis-tools)"
 	@echo "make build      deps + cargo build --release  ->  $(MODULE)"
 	@echo "make run        build, then redis-server redis.conf in the foreground (PORT=$(PORT))"
-	@echo "make test       deps, build, fmt --check, clippy, unit tests, the server matrix (integration + redis-cli suites on 12 servers), examples"
+	@echo "make test       deps, build, fmt --check, clippy, unit tests, a short fuzz run, the server matrix (integration + redis-cli suites on 12 servers), examples"
 	@echo "make matrix     build, then the server matrix only (SERVERS=\"redis-8.6.3 valkey-8.1.1\" for some)"
 	@echo "make cli-test   build, then only the redis-cli suite (tests/cli/run.sh)"
 	@echo "make valkey-test  build, then the integration tests and redis-cli suite against Valkey 9.1.2 only"
@@ -78,6 +78,8 @@ test: test-deps build
 	$(CARGO) clippy --all-targets -- -D warnings
 	@echo "==> test: $(CARGO) test --profile itest --lib (unit and property tests)"
 	$(CARGO) test --profile itest --lib
+	@echo "==> test: libFuzzer on the pure layers, 8 s per target (scripts/fuzz.sh: the state codec's closure under every write, tokens, algorithms, CL.THROTTLE)"
+	bash scripts/fuzz.sh 8
 	@echo "==> test: server matrix (scripts/matrix.sh: integration tests + redis-cli suite on Redis 7.0 to 8.6, Valkey 8.0 to 9.1)"
 	bash scripts/matrix.sh
 	@echo "==> test: client packages (scripts/clients-test-python.sh, scripts/clients-test-node.sh)"

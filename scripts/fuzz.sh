@@ -51,11 +51,12 @@ FLAGS=(
     -Coverflow-checks
     -Cforce-frame-pointers
 )
-TARGET_DIR=target
+# Inside the main build directory, so the cached CI build slot keeps it between runs.
+TARGET_DIR=$ROOT/target/fuzz
 if [[ ${FUZZ_SANITIZER:-} == address ]]; then
     export RUSTC_BOOTSTRAP=1
     FLAGS+=(-Zsanitizer=address)
-    TARGET_DIR=target/asan
+    TARGET_DIR=$ROOT/target/fuzz-asan
 fi
 # --target keeps the flags off build scripts and proc macros (as cargo-fuzz does).
 echo "==> fuzz: building ${TARGETS[*]} (${FUZZ_SANITIZER:-no sanitizer})"

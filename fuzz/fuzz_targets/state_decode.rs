@@ -1,12 +1,15 @@
 //! The state codec, as RDB load, RESTORE and RL._APPLY use it, on arbitrary bytes:
 //! - `State::decode` and `split_payload` never panic;
-//! - whatever decodes re-encodes to exactly the same bytes, and decodes equal again;
+//! - whatever decodes encodes canonically (leases in token order) and decodes equal again;
 //! - a decoded state (a crafted RESTORE payload the decoder accepted) then hit by a command
 //!   of its own algorithm with any valid parameters, cost and time keeps every per-call
 //!   property (`rl_fuzz::check`): no panic, sane reply, no block beyond the reset time.
 //!
 //! - `replay::Op::decode` (an RL._APPLY operation) never panics, re-encodes to the same
 //!   bytes, and runs on any decoded state without panicking.
+//! - closure: any write a command may make (`ops::Write`: every rate request with its
+//!   options, lease operations, CL.THROTTLE) on a decoded state leaves a state the codec
+//!   accepts again, equal (so RDB load never refuses what a command stored).
 //!
 //! Input layout for the last part: the first 48 bytes choose the rule, cost and time; the
 //! rest is the payload. The whole input is also decoded as is.
@@ -16,19 +19,24 @@ use arbitrary::Unstructured;
 use libfuzzer_sys::fuzz_target;
 use rl_fuzz::replay::Op;
 use rl_fuzz::state::{split_payload, State};
-use rl_fuzz::{call, cost, num, rule_of, MAX_NOW_US};
+use rl_fuzz::{call, cost, num, ops, rule_of, write_of, MAX_NOW_US};
 
 const HEAD: usize = 48;
 
 fn codec(data: &[u8]) -> Option<State> {
     let s = State::decode(data).ok()?;
     let enc = s.encode();
-    assert_eq!(
-        enc.as_slice(),
-        data,
-        "decode/encode is not the identity: {s:?}"
-    );
-    assert_eq!(State::decode(enc.as_slice()).as_ref(), Ok(&s));
+    // The encoding is canonical (leases in token order, whatever order the payload had):
+    // decoding it gives the same state, and encoding that gives the same bytes.
+    let back = State::decode(enc.as_slice());
+    assert_eq!(back.as_ref(), Ok(&s), "decode(encode(s)) != s");
+    if let Ok(b) = back {
+        assert_eq!(
+            b.encode().as_slice(),
+            enc.as_slice(),
+            "encoding is not canonical: {s:?}"
+        );
+    }
     let _ = s.mem_usage();
     Some(s)
 }
@@ -40,7 +48,11 @@ fn replay(data: &[u8]) {
         let Some(op) = data.get(..len).and_then(|b| Op::decode(b).ok()) else {
             continue;
         };
-        assert_eq!(op.encode().as_slice(), &data[..len], "op decode/encode: {op:?}");
+        assert_eq!(
+            op.encode().as_slice(),
+            &data[..len],
+            "op decode/encode: {op:?}"
+        );
         let mut s = match State::decode(&data[len..]) {
             Ok(s) if s.algo() == op.algo() => s,
             _ => match op.fresh() {
@@ -71,6 +83,11 @@ fuzz_target!(|data: &[u8]| {
     }
     let (head, payload) = data.split_at(HEAD);
     let Some(s) = codec(payload) else { return };
+    if let Ok(Some(w)) = write_of(&mut Unstructured::new(head), s.algo(), &s) {
+        if let Err(e) = ops::stays_storable(&s, &w) {
+            panic!("a write left a state the codec refuses: {e}");
+        }
+    }
     let mut u = Unstructured::new(head);
     let Ok(Some(rule)) = rule_of(&mut u, s.algo()) else {
         return;

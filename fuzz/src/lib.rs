@@ -1,7 +1,7 @@
 //! The module's pure layers, compiled in from `../src` by path, and the checks the fuzz
 //! targets share.
 //!
-//! Only `algo/`, `algos.rs`, `state.rs`, `rule.rs` and `replay.rs` are included: they use nothing from Redis (the
+//! Only `algo/`, `algos.rs`, `ops.rs`, `state.rs`, `rule.rs` and `replay.rs` are included: they use nothing from Redis (the
 //! README's layout promises it), so the fuzzers need neither a server nor the Redis
 //! allocator the module's own rlib installs as the global allocator.
 //!
@@ -18,6 +18,8 @@
 pub mod algo;
 #[path = "../../src/algos.rs"]
 pub mod algos;
+#[path = "../../src/ops.rs"]
+pub mod ops;
 #[path = "../../src/replay.rs"]
 pub mod replay;
 #[path = "../../src/rule.rs"]
@@ -173,10 +175,13 @@ pub fn behind(s: &State, now: u64) -> bool {
             let tat = u128::from(b.tat.ns) * u128::from(p.count) + u128::from(b.tat.frac);
             tat.saturating_sub(tau) > u128::from(now) * 1000 * u128::from(p.count)
         }
-        // Leases: also a lease renewed at a later time than the last token's.
+        // Leases: also a lease renewed at a later time than the last token's, or one a
+        // crafted payload holds expiring later than the longest lease from now.
         State::Concurrency(c) => {
+            let latest = now.saturating_add(c.leases.max_lease_ms.saturating_mul(US_PER_MS));
             own_us(s, now) > now
-                || c.leases.horizon_us > now.saturating_add(c.leases.max_lease_ms * US_PER_MS)
+                || c.leases.horizon_us > latest
+                || c.leases.leases.iter().any(|l| l.expiry_us > latest)
         }
         _ => own_us(s, now) > now,
     }
@@ -216,6 +221,89 @@ pub fn round_trip(s: &State) -> State {
              (RDB load, DEBUG RELOAD and replicas would lose or refuse this key)"
         ),
     }
+}
+
+/// Any write a command may make to `s` (a state of `algo`), from the fuzzer's bytes: a rate
+/// request of the state's algorithm with any options, a lease operation naming one of its
+/// tokens, or a CL.THROTTLE; None when the bytes give no valid one.
+pub fn write_of(u: &mut Unstructured, algo: Algo, s: &State) -> Result<Option<ops::Write>> {
+    use replay::Op;
+    use rule::{Ask, Request};
+    let now_us = num(u, MAX_NOW_US)?;
+    Ok(Some(match u.int_in_range(0u8..=3)? {
+        0 | 1 => {
+            let Some(rule) = rule_of(u, algo)? else {
+                return Ok(None);
+            };
+            let rule = match rule {
+                Rule::Window(a, p, _) if u.arbitrary()? => {
+                    let slot = u.int_in_range(0u16..=16_383)?;
+                    Rule::Window(a, p, window::stagger_ms(slot, p.span_ms))
+                }
+                r => r,
+            };
+            let lim = limit(&rule);
+            let n = num(u, lim)?;
+            let req = if matches!(rule, Rule::Acquire(_)) {
+                Request::spend(1, true)
+            } else {
+                let partial = u.arbitrary::<bool>()?;
+                Request {
+                    ask: if u.arbitrary()? && n > 0 {
+                        Ask::Refund(n)
+                    } else {
+                        Ask::Spend(n)
+                    },
+                    partial: partial && n > 0,
+                    reserve: if partial { 0 } else { num(u, lim - 1)? },
+                    block_ms: if u.arbitrary()? {
+                        num(u, MAX_SPAN_MS)?.max(1)
+                    } else {
+                        0
+                    },
+                    commit: true,
+                }
+            };
+            ops::Write::Op(Op::Request { rule, req, now_us })
+        }
+        2 => {
+            let token = match s {
+                State::Concurrency(c) if !c.leases.leases.is_empty() => {
+                    let i = u.int_in_range(0..=c.leases.leases.len() - 1)?;
+                    c.leases
+                        .leases
+                        .iter()
+                        .nth(i)
+                        .map(|l| l.token)
+                        .unwrap_or_default()
+                }
+                _ => lease::Token {
+                    ms: num(u, u64::MAX)?,
+                    seq: num(u, u64::MAX)?,
+                },
+            };
+            ops::Write::Op(if u.arbitrary()? {
+                Op::Release { token, now_us }
+            } else {
+                Op::Renew {
+                    token,
+                    lease_ms: num(u, MAX_SPAN_MS)?.max(1),
+                    now_us,
+                }
+            })
+        }
+        _ => {
+            let (b, c, p) = (num(u, u64::MAX)?, num(u, u64::MAX)?, num(u, u64::MAX)?);
+            let Ok(p) = algo::cell::Params::new(b, c, p) else {
+                return Ok(None);
+            };
+            ops::Write::Throttle {
+                p,
+                quantity: num(u, u64::MAX)?,
+                now_us,
+            }
+        }
+    }))
 }
 
 /// Runs one request like the command layer does: on `s` (the stored state; the rule's fresh

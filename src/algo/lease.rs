@@ -163,41 +163,24 @@ impl<S: Held> LeasesIn<S> {
         now_us: u64,
         commit: bool,
     ) -> (Decision, Option<Token>, bool) {
+        // The token this grant would carry, and its instant: the effective now, or the next
+        // ms when 2^64 tokens were granted in this one (then the grant happens there).
         let at = self.effective_us(now_us);
+        let token = self.next_token(at / US_PER_MS);
+        let at = token.map_or(at, |t| at.max(t.ms.saturating_mul(US_PER_MS)));
         let live = self.leases.count_live(at);
-        if live >= p.limit {
-            let first = self.leases.first_live(at).unwrap_or(at);
+        let Some(token) = token.filter(|_| live < p.limit) else {
+            // Full; or no greater token exists (a state only a crafted payload holds): a
+            // key that can grant no more until its leases expire.
+            let first = match token {
+                Some(_) => self.leases.first_live(at).unwrap_or(at),
+                None => self.horizon_us,
+            };
             let d = Decision {
                 allowed: false,
                 limit: p.limit,
                 remaining: 0,
                 retry_after_ms: ms_until(first, now_us).max(1),
-                reset_after_ms: self.reset_after_ms(at, now_us),
-            };
-            return (d, None, false);
-        }
-        let at_ms = at / US_PER_MS;
-        let token = if at_ms > self.last.ms {
-            Token { ms: at_ms, seq: 0 }
-        } else if self.last.seq < u64::MAX {
-            Token {
-                ms: self.last.ms,
-                seq: self.last.seq + 1,
-            }
-        } else if self.last.ms < MAX_TOKEN_MS {
-            // 2^64 tokens in one ms: move to the next ms rather than repeat a token.
-            Token {
-                ms: self.last.ms + 1,
-                seq: 0,
-            }
-        } else {
-            // No greater token exists (a state only a crafted payload holds): refused, as
-            // a key that can grant no more.
-            let d = Decision {
-                allowed: false,
-                limit: p.limit,
-                remaining: 0,
-                retry_after_ms: ms_until(self.horizon_us, now_us).max(1),
                 reset_after_ms: self.reset_after_ms(at, now_us),
             };
             return (d, None, false);
@@ -223,6 +206,27 @@ impl<S: Held> LeasesIn<S> {
             reset_after_ms: reset,
         };
         (d, Some(token), commit)
+    }
+
+    /// The token after the last one at `at_ms` (the effective now's ms): that ms's first,
+    /// the next in the last token's ms, or the next ms's first after 2^64 in one ms; None
+    /// when no greater token exists.
+    fn next_token(&self, at_ms: u64) -> Option<Token> {
+        if at_ms > self.last.ms {
+            Some(Token { ms: at_ms, seq: 0 })
+        } else if self.last.seq < u64::MAX {
+            Some(Token {
+                ms: self.last.ms,
+                seq: self.last.seq + 1,
+            })
+        } else if self.last.ms < MAX_TOKEN_MS {
+            Some(Token {
+                ms: self.last.ms + 1,
+                seq: 0,
+            })
+        } else {
+            None
+        }
     }
 
     /// `RL.RELEASE`: ends the live lease with `token`; false (and no change) if none.
