@@ -143,6 +143,25 @@ def test_sliding_window_counter_agrees_with_the_module(r, storage, limit):
         advance(r, step)
 
 
+@pytest.mark.parametrize("name", STRATEGIES)
+def test_reset_never_before_the_modules_retry(r, storage, name):
+    """limits' reset (Flask-Limiter floors it into Retry-After) is the module's
+    retry_after_ms rounded up to whole seconds, for every strategy."""
+    lim = STRATEGIES[name](storage)
+    item = parse("2/minute")
+    assert lim.hit(item, "u")
+    advance(r, 1234)  # retries now end in .766 s
+    assert [lim.hit(item, "u") for _ in range(2)] == [True, False]
+    seg, cmd = {"fixed-window": ("fixed", "RL.FIXED"), "moving-window": ("moving", "RL.LOG"),
+                "sliding-window-counter": ("sliding", "RL.SLIDING")}[name]
+    d = r.execute_command(cmd, storage.k(item.key_for("u"), seg), 2, 60_000, "DRYRUN")
+    retry_ms = int(d[3])
+    assert int(d[0]) == 0 and retry_ms % 1000 != 0
+    reset, _ = lim.get_window_stats(item, "u")
+    left = reset - time.time()
+    assert retry_ms / 1000 <= left <= -(-retry_ms // 1000), (retry_ms, left)
+
+
 def test_strategies_keep_their_keys_apart(r, storage):
     """Issue 24: a strategy switch on a live app (moving window -> sliding counter) met the
     old strategy's keys: WRONGTYPE on every request. Each strategy has keys of its own."""

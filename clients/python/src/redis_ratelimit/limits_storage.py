@@ -142,7 +142,10 @@ class _Commands:
 
     @staticmethod
     def expiry_from_pttl(pttl: int) -> float:
-        return time.time() + max(0, int(pttl)) / 1000
+        """The window's end (fixed window: the module's retry_after_ms of a refused hit),
+        in whole seconds rounded up from now: Flask-Limiter floors what it sends in
+        Retry-After, which must never come before the module admits again."""
+        return time.time() + -(-max(0, int(pttl)) // 1000)
 
     # moving window (RL.LOG)
     def log_args(self, key: str, limit: int, expiry: int, cost: int, dryrun: bool
@@ -153,9 +156,11 @@ class _Commands:
     @staticmethod
     def window_start(expiry: int, reply: Any) -> float:
         """From a DRYRUN of ``limit - count + 1`` units, refused: its retry is when the
-        oldest unit ages out, i.e. the window started ``expiry - retry`` ago."""
+        oldest unit ages out, i.e. the window started ``expiry - retry`` ago. The retry is
+        rounded up to whole seconds (limits' reset, Flask-Limiter's Retry-After: never
+        before the module's retry_after_ms)."""
         d = Decision.from_reply(reply)
-        return time.time() - expiry + d.retry_after_ms / 1000
+        return time.time() - expiry + -(-d.retry_after_ms // 1000)
 
     # sliding window counter (RL.SLIDING)
     def sliding_args(self, key: str, limit: int, expiry: int, amount: int,
