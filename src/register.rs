@@ -198,7 +198,8 @@ enum Acl {
     Unsupported,
     /// The server's own categories only (Redis 7.2: no `AddACLCategory`).
     ServerOnly,
-    /// The server's categories and the module's `@ratelimit` (Redis 7.4+, Valkey 8+).
+    /// The server's categories and `@ratelimit` (Redis 7.4+, Valkey 8+), created by the
+    /// module or already the server's own (a Redis built with core's GCRA has one).
     WithModuleCategory,
 }
 
@@ -206,10 +207,13 @@ impl Acl {
     fn detect(ctx: Ctx) -> Acl {
         if !rm::can_set_acl_categories() {
             Acl::Unsupported
-        } else if rm::add_acl_category(ctx, CATEGORY) {
-            Acl::WithModuleCategory
-        } else {
+        } else if !rm::can_add_acl_category() {
             Acl::ServerOnly
+        } else {
+            // Created now, or refused because the server already has `ratelimit` (the name
+            // is valid): the commands join it either way, so `+@ratelimit` grants them too.
+            rm::add_acl_category(ctx, CATEGORY);
+            Acl::WithModuleCategory
         }
     }
 
@@ -262,7 +266,9 @@ pub fn register(ctx: Ctx) -> Result<(), String> {
             return Err(format!("cannot set command info of {:?}", c.name));
         }
         if let Some(cats) = acl.categories(c.kind.acl) {
-            if !rm::set_acl_categories(cmd, &cats) {
+            // Should the server know no `ratelimit` category after all, the server's own
+            // categories still apply (as on Redis 7.2).
+            if !rm::set_acl_categories(cmd, &cats) && !rm::set_acl_categories(cmd, c.kind.acl) {
                 return Err(format!("cannot set the ACL categories of {:?}", c.name));
             }
         }

@@ -261,7 +261,14 @@ pub fn can_set_acl_categories() -> bool {
     unsafe { raw::RedisModule_SetCommandACLCategories }.is_some()
 }
 
-/// Creates the ACL category `name` (Redis 7.4+, Valkey 8+); false if the server cannot.
+/// Whether the server lets a module create ACL categories (Redis 7.4+, Valkey 8+).
+pub fn can_add_acl_category() -> bool {
+    // SAFETY: a function pointer set once by RedisModule_Init; only whether it is set is read.
+    unsafe { raw::RedisModule_AddACLCategory }.is_some()
+}
+
+/// Creates the ACL category `name` (Redis 7.4+, Valkey 8+); false if the server cannot, or
+/// already has a category of that name.
 pub fn add_acl_category(ctx: Ctx, name: &CStr) -> bool {
     api!(RedisModule_AddACLCategory(ctx, name.as_ptr()) else ERR) == OK
 }

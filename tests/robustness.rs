@@ -1358,3 +1358,83 @@ fn restored_edge_states_stay_loadable_after_every_command() {
         );
     }
 }
+
+/// Builds tests/fixtures/aclcat.c (a module that only creates the ACL category
+/// `ratelimit`) against the redismodule.h the redis-module crate ships.
+fn build_aclcat() -> std::path::PathBuf {
+    let home = std::env::var("CARGO_HOME")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| {
+            std::path::PathBuf::from(std::env::var("HOME").expect("HOME")).join(".cargo")
+        });
+    let src = home.join("registry/src");
+    let include = std::fs::read_dir(&src)
+        .expect("the cargo registry (cargo build fetches redis-module)")
+        .flatten()
+        .map(|d| d.path().join("redis-module-2.0.8/src/include"))
+        .find(|p| p.join("redismodule.h").is_file())
+        .expect("redismodule.h of redis-module 2.0.8 in the cargo registry");
+    let out = std::env::temp_dir().join(format!("rl-aclcat-{}.so", std::process::id()));
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/aclcat.c");
+    let st = std::process::Command::new("cc")
+        .args(["-O1", "-fPIC", "-shared", "-std=gnu99", "-I"])
+        .arg(&include)
+        .arg("-o")
+        .arg(&out)
+        .arg(fixture)
+        .status()
+        .expect("a C compiler (cc)");
+    assert!(st.success(), "cc {fixture} failed");
+    out
+}
+
+/// Where the server already has an ACL category `ratelimit` (a Redis built with core's
+/// GCRA; here a module created it first), the commands join it: `+@ratelimit` grants them
+/// and `-@ratelimit` takes them away.
+#[test]
+fn commands_join_a_ratelimit_category_the_server_already_has() {
+    let _shared = shared();
+    let probe = Server::start();
+    let v = ServerVersion::of(&mut probe.con());
+    drop(probe);
+    if !v.module_acl_category() {
+        eprintln!("skipped: this server lets no module create an ACL category");
+        return;
+    }
+    let so = build_aclcat();
+    let server = Server::builder()
+        .config("loadmodule", so.to_string_lossy())
+        .start();
+    let mut c = server.con();
+    clock_set(&mut c, T0);
+    ok(
+        &mut c,
+        &args!("ACL", "SETUSER", "rl", "on", ">pw", "~*", "+@ratelimit"),
+    );
+    ok(
+        &mut c,
+        &args!(
+            "ACL",
+            "SETUSER",
+            "norl",
+            "on",
+            ">pw",
+            "~*",
+            "+@all",
+            "-@ratelimit"
+        ),
+    );
+    let call = args!("RL.GCRA", "cat:1", 5, 1, 1000);
+    assert!(dryrun_ok(&mut c, "rl", &call), "+@ratelimit grants RL.GCRA");
+    assert!(
+        !dryrun_ok(&mut c, "norl", &call),
+        "-@ratelimit takes it away"
+    );
+    let mut r = as_user(&server, "rl");
+    rate(&mut r, &call);
+    if v.acl_cat_lists_module_commands() {
+        let listed = text(&ok(&mut c, &args!("ACL", "CAT", "ratelimit"))).to_lowercase();
+        assert!(listed.contains("rl.gcra"), "ACL CAT ratelimit: {listed}");
+    }
+    let _ = std::fs::remove_file(so);
+}
