@@ -54,6 +54,14 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     rm::set_module_options(ctx.ctx, MODULE_OPTIONS);
     // Replaces the INFO callback the framework registered with this module's sections.
     rm::register_info(ctx.ctx);
+    if !rm::has_defrag_callbacks() {
+        // The library logs "Skip register defrag callbacks ..." at warning level on servers
+        // without them (Redis 7.0); say at once that it is harmless.
+        ctx.log_notice(
+            "ratelimit: the 'Skip register defrag ...' line above is not an error: this \
+             server has no defrag callbacks, and the module needs none",
+        );
+    }
     match register::register(ctx.ctx) {
         Ok(()) => Status::Ok,
         Err(e) => {

@@ -261,6 +261,12 @@ pub fn can_set_acl_categories() -> bool {
     unsafe { raw::RedisModule_SetCommandACLCategories }.is_some()
 }
 
+/// Whether the server has defrag callbacks for modules (Redis 7.2+, Valkey).
+pub fn has_defrag_callbacks() -> bool {
+    // SAFETY: a function pointer set once by RedisModule_Init; only whether it is set is read.
+    unsafe { raw::RedisModule_RegisterDefragCallbacks }.is_some()
+}
+
 /// Whether the server lets a module create ACL categories (Redis 7.4+, Valkey 8+).
 pub fn can_add_acl_category() -> bool {
     // SAFETY: a function pointer set once by RedisModule_Init; only whether it is set is read.
