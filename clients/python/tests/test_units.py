@@ -217,3 +217,12 @@ def test_route_limits_add_replace_exempt():
     assert names("GET", "/upload") == ["upload"]
     assert names("GET", "/admin") == [] and names("GET", "/admin/x") == []
     assert names("GET", "/adminx") == ["user", "ip"]
+
+
+def test_all_refuses_options_rl_all_does_not_take():
+    from redis_ratelimit._protocol import all_args
+
+    with pytest.raises(ValueError, match="RL.ALL takes no block_ms"):
+        all_args([("a", Rule.fixed(1, 1000)), ("b", Rule.fixed(1, 1000, block_ms=5))], False)
+    assert all_args([("a", Rule.fixed(3, 1000, cost=0, reserve=1))], False) == [
+        "RL.ALL", 1, "a", "FIXED", 3, 1000, "COST", 0, "RESERVE", 1]

@@ -43,6 +43,13 @@ class Options:
     stagger: bool = False
 
     def args(self, algorithm: str, *, in_all: bool = False) -> List[Arg]:
+        if in_all:
+            taken = [n for n, v in (("block_ms", self.block_ms), ("refund", self.refund),
+                                    ("partial", self.partial)) if v not in (None, False)]
+            if taken:
+                raise ValueError(f"RL.ALL takes no {', '.join(taken)}: check a rule with "
+                                 "them in a command of its own (the middleware does that "
+                                 "for Limit(block_ms=...))")
         out: List[Arg] = []
         if self.refund is not None:
             if self.cost != 1:
