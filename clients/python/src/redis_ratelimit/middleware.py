@@ -155,8 +155,9 @@ class Config:
     """What the middleware enforces.
 
     ``limits`` apply to every request; the first ``routes`` entry that matches adds its own
-    (see :class:`Route`: ``replace=True`` replaces them, ``limits=False`` exempts). ``exempt``: paths (as in :class:`Route`) or predicates that are never
-    limited (health checks, webhooks). Keys are ``key_prefix + name + ":" + identity``;
+    (see :class:`Route`: ``replace=True`` replaces them, ``limits=False`` exempts).
+    ``exempt``: paths (as in :class:`Route`) or predicates that are never limited (health
+    checks, webhooks), whatever the routes say. Keys are ``key_prefix + name + ":" + identity``;
     with ``hash_tag`` (a key function, e.g. the organisation) ``key_prefix + "{" + tag + "}:"
     + name + ":" + identity``, so that one request's keys share a Redis Cluster slot and
     ``RL.ALL`` can check them together there.
