@@ -33,7 +33,7 @@
 //!
 //! Env: `RL_MODEL_SEED` (an integer, or `random`; default: the fixed seed set below),
 //! `RL_MODEL_EPISODES` (episodes per seed, default 2500), `RL_MODEL_RULE_CHANGES=0` (no rule
-//! changes).
+//! changes), `RL_MODEL_BACKWARDS=0` (no clock steps back).
 #[macro_use]
 mod common;
 
@@ -69,6 +69,11 @@ fn episodes_per_seed() -> usize {
 /// `RL_MODEL_RULE_CHANGES=0` leaves rule changes out (to look past a rule-change failure).
 fn rule_changes() -> bool {
     std::env::var("RL_MODEL_RULE_CHANGES").map_or(true, |v| v != "0")
+}
+
+/// `RL_MODEL_BACKWARDS=0` leaves clock steps back out.
+fn backwards() -> bool {
+    std::env::var("RL_MODEL_BACKWARDS").map_or(true, |v| v != "0")
 }
 
 fn ceil_div(a: i128, b: i128) -> i128 {
@@ -232,11 +237,12 @@ fn gen_rule(rng: &mut StdRng, kind: Kind) -> Vec<i64> {
 /// A rule change for an existing key.
 ///
 /// READING (RL.SLIDING, RL.FIXED): the contract says window counts are kept "with their
-/// times, read under the new numbers", not which time a count of a whole window has. Here
-/// every counter is timed at its window's start (a window is named by its start, as the
-/// contract aligns them): under a new window length it counts in the new window that holds
-/// that instant (both counters of a sliding state may land in one). The same rule for the
-/// current and the previous counter, and for RL.FIXED's count.
+/// times, read under the new numbers", not which time a count of a whole window has. A
+/// window state knows one instant, the start of its current window: the current count is
+/// timed at it, a sliding state's previous count just before it (the end of its window),
+/// and under a new window length each counts in the new window that holds its instant (both
+/// may land in one). This is the module's reading too; timing the previous count at its
+/// window's start instead would forget it sooner, and admit more, when windows shrink.
 fn change_rule(rng: &mut StdRng, kind: Kind, p: &[i64]) -> Vec<i64> {
     match kind {
         Kind::Sliding | Kind::Fixed if rng.gen_bool(0.5) => vec![gen_limit(rng, 100), p[1]],
@@ -294,10 +300,13 @@ fn gen_episode(rng: &mut StdRng, kind: Kind) -> Episode {
                 35..=44 => 1,
                 45..=69 => rng.gen_range(1..=nat),
                 70..=84 => rng.gen_range(1..=3 * nat),
-                85..=94 => rng.gen_range(1..=(nat / 4).max(1)),
+                85..=91 => rng.gen_range(1..=(nat / 4).max(1)),
+                // The clock stepped back (a corrected clock, a failover).
+                92..=94 => -rng.gen_range(1..=2 * nat),
                 _ => rng.gen_range(1..=3 * DAY_MS),
             }
         };
+        let dt = if backwards() { dt } else { dt.abs() };
         let limit = kind.limit(&p);
         let cost = match rng.gen_range(0..100) {
             0..=9 => Cost::N(0),
@@ -349,6 +358,87 @@ fn command(kind: Kind, key: &str, s: &Step) -> Vec<String> {
     a
 }
 
+// ------------------------------------------------------------------------- exact times
+
+/// An exact time or duration in ms: n / d (d > 0, reduced). GCRA intervals are period/count
+/// ms, not whole ns in general, and a rule change mixes two of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Rat {
+    n: i128,
+    d: i128,
+}
+
+fn gcd(a: i128, b: i128) -> i128 {
+    if b == 0 {
+        a.abs()
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+const OVERFLOW: &str = "model: exact arithmetic overflowed i128";
+
+impl Rat {
+    fn new(n: i128, d: i128) -> Rat {
+        assert!(d > 0);
+        let g = gcd(n, d).max(1);
+        Rat { n: n / g, d: d / g }
+    }
+
+    fn ms(x: i64) -> Rat {
+        Rat::new(x as i128, 1)
+    }
+
+    /// Both over one denominator.
+    fn common(self, o: Rat) -> (i128, i128, i128) {
+        let g = gcd(self.d, o.d);
+        let d = (self.d / g).checked_mul(o.d).expect(OVERFLOW);
+        let a = self.n.checked_mul(d / self.d).expect(OVERFLOW);
+        let b = o.n.checked_mul(d / o.d).expect(OVERFLOW);
+        (a, b, d)
+    }
+
+    fn add(self, o: Rat) -> Rat {
+        let (a, b, d) = self.common(o);
+        Rat::new(a.checked_add(b).expect(OVERFLOW), d)
+    }
+
+    fn sub(self, o: Rat) -> Rat {
+        let (a, b, d) = self.common(o);
+        Rat::new(a.checked_sub(b).expect(OVERFLOW), d)
+    }
+
+    fn times(self, k: i128) -> Rat {
+        Rat::new(self.n.checked_mul(k).expect(OVERFLOW), self.d)
+    }
+
+    fn max(self, o: Rat) -> Rat {
+        let (a, b, _) = self.common(o);
+        if a >= b {
+            self
+        } else {
+            o
+        }
+    }
+
+    /// floor(self / o), o > 0.
+    fn div_floor(self, o: Rat) -> i128 {
+        let (a, b, _) = self.common(o);
+        a.div_euclid(b)
+    }
+
+    /// ceil(self / o), o > 0.
+    fn div_ceil(self, o: Rat) -> i128 {
+        let (a, b, _) = self.common(o);
+        ceil_div(a, b)
+    }
+
+    /// In whole ms, rounded up.
+    fn ceil_ms(self) -> i64 {
+        ceil_div(self.n, self.d) as i64
+    }
+}
+
 // ---------------------------------------------------------------------------------- model
 
 /// What the model says one call must do.
@@ -369,16 +459,10 @@ struct Expect {
 /// The state of one key, as the contract describes it (never as the module stores it).
 #[derive(Clone, Debug)]
 enum State {
-    /// GCRA family: theoretical arrival time in units of 1/count ms of the rule `p` it was
-    /// written with (exact: every TAT is a whole ms plus whole intervals period/count).
-    Gcra { tat: i128, p: Vec<i64> },
+    /// GCRA family: the theoretical arrival time, and the rule `p` it was written with.
+    Gcra { tat: Rat, p: Vec<i64> },
     /// Sliding window counter: the current window's start, previous and current counts.
-    Sliding {
-        start: i64,
-        prev: i64,
-        cur: i64,
-        w: i64,
-    },
+    Sliding { start: i64, prev: i64, cur: i64 },
     /// Fixed window: the window's start and its count.
     Fixed { start: i64, count: i64 },
     /// Exact log: (time, units) of admitted requests, as of the last write.
@@ -392,7 +476,7 @@ enum State {
 struct Model {
     kind: Kind,
     state: Option<State>,
-    /// Test-clock time at which the key's TTL runs out (the state is fresh from then on).
+    /// When the key's TTL runs out, on the emulated real clock (see `plan`).
     expires_at: Option<i64>,
 }
 
@@ -411,7 +495,8 @@ impl Model {
         self.expires_at = None;
     }
 
-    fn call(&mut self, p: &[i64], now: i64, cost: i64, dry: bool) -> Expect {
+    /// One call at `now` on the module's clock; `real` is the emulated real clock (TTLs).
+    fn call(&mut self, p: &[i64], now: i64, real: i64, cost: i64, dry: bool) -> Expect {
         let limit = self.kind.limit(p);
         if self.kind != Kind::Throttle && !(0..=limit).contains(&cost) {
             // Conventions: a cost is 0 <= n <= limit, otherwise an error; bad input never
@@ -421,14 +506,36 @@ impl Model {
                 write: None,
             };
         }
-        let (fields, new_state, ttl) = match self.kind {
-            Kind::Gcra | Kind::TokenBucket => gcra(self.state.as_ref(), p, now, cost),
-            Kind::Sliding => sliding(self.state.as_ref(), p, now, cost),
-            Kind::Fixed => fixed(self.state.as_ref(), p, now, cost),
-            Kind::Log => log(self.state.as_ref(), p, now, cost),
-            Kind::Queue => queue(self.state.as_ref(), p, now, cost),
-            Kind::Throttle => throttle(self.state.as_ref(), p, now, cost),
+        // Time never runs backwards for a key: windows and logs decide as if it were still
+        // the latest time they were written at, and their retry_after_ms, reset_after_ms and
+        // TTL include the time the clock needs to catch up. GCRA-family states need nothing:
+        // their TAT already implies that time, and their durations are counted from now.
+        //
+        // READING: a window state's own time is what it holds: the start of its (current)
+        // window for RL.FIXED and RL.SLIDING, the newest entry for RL.LOG.
+        let own = match &self.state {
+            Some(State::Fixed { start, .. }) | Some(State::Sliding { start, .. }) => *start,
+            Some(State::Log { entries }) => entries.iter().map(|e| e.0).max().unwrap_or(now),
+            _ => now,
         };
+        let at = now.max(own);
+        let catch_up = at - now;
+        let (mut fields, new_state, mut ttl) = match self.kind {
+            Kind::Gcra | Kind::TokenBucket => gcra(self.state.as_ref(), p, at, cost),
+            Kind::Sliding => sliding(self.state.as_ref(), p, at, cost),
+            Kind::Fixed => fixed(self.state.as_ref(), p, at, cost),
+            Kind::Log => log(self.state.as_ref(), p, at, cost),
+            Kind::Queue => queue(self.state.as_ref(), p, at, cost),
+            Kind::Throttle => throttle(self.state.as_ref(), p, at, cost),
+        };
+        if catch_up > 0 {
+            for f in &mut fields[3..5] {
+                if *f > 0 {
+                    *f += catch_up;
+                }
+            }
+            ttl = ttl.map(|(lo, hi)| (lo + catch_up, hi + catch_up));
+        }
         let admitted = if self.kind == Kind::Throttle {
             fields[0] == 0
         } else {
@@ -444,7 +551,7 @@ impl Model {
             let (lo, hi) = ttl.expect("a write has a TTL");
             assert!(lo >= 0 && hi >= 1, "model: a write with TTL {lo}..{hi}");
             self.state = new_state;
-            self.expires_at = Some(now + hi);
+            self.expires_at = Some(real + hi);
             e.write = Some((lo, hi));
         }
         e
@@ -455,32 +562,33 @@ impl Model {
 /// range that write sets.
 type Out = (Vec<i64>, Option<State>, Option<(i64, i64)>);
 
-/// GCRA and token bucket (`p` = burst, count, period_ms). Times in units u = 1/count ms.
+/// GCRA and token bucket (`p` = burst, count, period_ms), exact.
 fn gcra(st: Option<&State>, p: &[i64], now_ms: i64, cost: i64) -> Out {
-    let (b, c, per) = (p[0] as i128, p[1] as i128, p[2] as i128);
-    let now = now_ms as i128 * c;
+    let b = p[0];
+    let t = Rat::new(p[2] as i128, p[1] as i128); // the emission interval
+    let tau = t.times(b as i128);
+    let now = Rat::ms(now_ms);
     let tat = match st {
         None => now,
-        Some(State::Gcra { tat, p: old }) => carry_over(*tat, old, p, now_ms),
+        Some(State::Gcra { tat, p: old }) => carry_over(*tat, old, p, now),
         Some(other) => panic!("model: {other:?} under GCRA"),
     };
     let tat = tat.max(now);
-    let tau = b * per; // burst * interval, in u
-    let ms = |x: i128| ceil_div(x, c) as i64;
-    let remaining_at = |t: i128| ((now + tau - t).div_euclid(per)).max(0) as i64;
+    let remaining_at = |x: Rat| now.add(tau).sub(x).div_floor(t).max(0) as i64;
     if cost == 0 {
         // Peek: allowed 1, remaining now, retry 0, reset_after as now.
         return (
-            vec![1, b as i64, remaining_at(tat), 0, ms(tat - now)],
+            vec![1, b, remaining_at(tat), 0, tat.sub(now).ceil_ms()],
             None,
             None,
         );
     }
-    let new_tat = tat + cost as i128 * per;
-    if new_tat - now <= tau {
-        let reset = ms(new_tat - now);
+    let new_tat = tat.add(t.times(cost as i128));
+    let allow_at = new_tat.sub(tau);
+    if allow_at.max(now) == now {
+        let reset = new_tat.sub(now).ceil_ms();
         (
-            vec![1, b as i64, remaining_at(new_tat), 0, reset],
+            vec![1, b, remaining_at(new_tat), 0, reset],
             Some(State::Gcra {
                 tat: new_tat,
                 p: p.to_vec(),
@@ -491,10 +599,10 @@ fn gcra(st: Option<&State>, p: &[i64], now_ms: i64, cost: i64) -> Out {
         (
             vec![
                 0,
-                b as i64,
+                b,
                 remaining_at(tat),
-                ms(new_tat - tau - now),
-                ms(tat - now),
+                allow_at.sub(now).ceil_ms(),
+                tat.sub(now).ceil_ms(),
             ],
             None,
             None,
@@ -502,39 +610,40 @@ fn gcra(st: Option<&State>, p: &[i64], now_ms: i64, cost: i64) -> Out {
     }
 }
 
-/// The conventions' carry-over of a GCRA-family state to new numbers: the TAT's lead over
-/// now, in units of the old emission interval rounded up, becomes that many new intervals.
-/// Returns the TAT in units of the new rule (1/count ms).
+/// The conventions' carry-over of a GCRA-family state to new numbers: the TAT's lead, in
+/// units of the old emission interval rounded up, becomes that many new intervals.
+///
+/// READING: the lead is counted from now, or, when the clock reads earlier than the state's
+/// own time, from that time ("decides as if it were still that time"; a GCRA state's time is
+/// implied by its TAT: it was written no earlier than TAT - burst * interval). Counting from
+/// an earlier now would turn the clock's gap into units nobody spent.
 ///
 /// READING: when the emission interval is unchanged (only the burst changed, or the same
 /// rate written with other numbers, 2/2000 = 1/1000), the TAT is kept as it is: nothing is
 /// "re-timed", and rounding the lead up would add debt no one spent (the contract's own
 /// example, lowering a burst, "keeps the caller's debt", as redis-cell does, exactly).
-fn carry_over(tat: i128, old: &[i64], p: &[i64], now_ms: i64) -> i128 {
-    let (c0, per0) = (old[1] as i128, old[2] as i128);
-    let (c, per) = (p[1] as i128, p[2] as i128);
-    if per0 * c == per * c0 {
-        assert_eq!((tat * c) % c0, 0, "model: TAT not on the new grid");
-        return tat * c / c0;
+fn carry_over(tat: Rat, old: &[i64], p: &[i64], now: Rat) -> Rat {
+    let t0 = Rat::new(old[2] as i128, old[1] as i128);
+    let t = Rat::new(p[2] as i128, p[1] as i128);
+    if t0 == t {
+        return tat;
     }
-    let lead = (tat - now_ms as i128 * c0).max(0);
-    let units = ceil_div(lead, per0);
-    now_ms as i128 * c + units * per
+    let base = now.max(tat.sub(t0.times(old[0] as i128)));
+    let lead = tat.sub(base).max(Rat::ms(0));
+    base.add(t.times(lead.div_ceil(t0)))
 }
 
 /// RL.SLIDING (`p` = limit, window_ms), exact: estimate * window compared in integers.
 fn sliding(st: Option<&State>, p: &[i64], now: i64, cost: i64) -> Out {
     let (l, w) = (p[0] as i128, p[1] as i128);
     let cs = now.div_euclid(p[1]) * p[1];
-    // Each stored counter is timed at its window's start and read under this call's window.
+    // The stored counters, timed at the one instant the state knows (see `change_rule`), are
+    // read under this call's window.
     let counters = match st {
         None => vec![],
         Some(State::Sliding {
-            start,
-            prev,
-            cur,
-            w: w0,
-        }) => vec![(start - w0, *prev), (*start, *cur)],
+            start, prev, cur, ..
+        }) => vec![(start - 1, *prev), (*start, *cur)],
         Some(other) => panic!("model: {other:?} under SLIDING"),
     };
     let in_window = |ws: i64| -> i128 {
@@ -572,7 +681,6 @@ fn sliding(st: Option<&State>, p: &[i64], now: i64, cost: i64) -> Out {
         return (
             vec![1, l as i64, remaining(cur + cost), 0, reset],
             Some(State::Sliding {
-                w: p[1],
                 start: cs,
                 prev: prev as i64,
                 cur: (cur + cost) as i64,
@@ -686,13 +794,14 @@ fn queue(st: Option<&State>, p: &[i64], now: i64, cost: i64) -> Out {
     let (cap, iv) = (p[0], p[1]);
     let tat = match st {
         None => now,
-        // GCRA family: the waiting requests are carried over and re-timed by units.
+        // GCRA family: the waiting requests are carried over and re-timed by units, counted
+        // from now or the state's own time (as in `carry_over`).
         Some(State::Queue { tat, p: old }) => {
             if old[1] == iv {
                 *tat
             } else {
-                let lead = (*tat - now).max(0);
-                now + ceil_div(lead as i128, old[1] as i128) as i64 * iv
+                let base = now.max(tat - old[0] * old[1]);
+                base + ceil_div((tat - base) as i128, old[1] as i128) as i64 * iv
             }
         }
         Some(other) => panic!("model: {other:?} under QUEUE"),
@@ -757,7 +866,9 @@ fn throttle(st: Option<&State>, p: &[i64], now_ms: i64, q: i64) -> Out {
             if t0 == t {
                 *tat
             } else {
-                now + ceil_div((*tat - now).max(0), t0) * t
+                // Counted from now or the state's own time (as in `carry_over`).
+                let base = now.max(tat - t0 * (old[0] as i128 + 1));
+                base + ceil_div((tat - base).max(0), t0) * t
             }
         }
         Some(other) => panic!("model: {other:?} under CL.THROTTLE"),
@@ -892,18 +1003,22 @@ fn plan(ep: &Episode, key: &str) -> Plan {
     let mut expects = Vec::new();
     let mut model = Model::new(ep.kind);
     let mut now = ep.start;
+    // The emulated real clock, that TTLs run on: it moves with the test clock's steps
+    // forward and stays put when the test clock steps back.
+    let mut real = 0;
     for s in &ep.steps {
-        if s.dt > 0 {
+        if s.dt != 0 {
             cmds.push(args!("RL.CLOCK", "ADVANCE", s.dt));
             now += s.dt;
+            real += s.dt.max(0);
         }
-        // Emulated expiry: the key's TTL has run out on the test clock.
-        let del = s.expire && model.expires_at.is_some_and(|x| now >= x);
+        // Emulated expiry: the key's TTL has run out.
+        let del = s.expire && model.expires_at.is_some_and(|x| real >= x);
         if del {
             cmds.push(args!("DEL", key));
             model.expire();
         }
-        let e = model.call(&s.p, now, s.cost.n(), s.dry);
+        let e = model.call(&s.p, now, real, s.cost.n(), s.dry);
         at.push(cmds.len());
         cmds.push(command(ep.kind, key, s));
         cmds.push(args!("EXISTS", key));
@@ -937,6 +1052,8 @@ fn run(c: &mut Connection, ep: &Episode, key: &str) -> Result<(), Failure> {
     let mut pexpire = -2;
     let mut dump = Value::Nil;
     let mut adm: Vec<(i64, i64)> = Vec::new();
+    // The latest admission's time: windows and logs decide as if time were still there.
+    let mut latest = i64::MIN;
     for (i, (s, (now, e, del))) in ep.steps.iter().zip(&expects).enumerate() {
         let fail = |class: &'static str, msg: String| Failure {
             step: i,
@@ -945,13 +1062,19 @@ fn run(c: &mut Connection, ep: &Episode, key: &str) -> Result<(), Failure> {
         };
         let j = at[i];
         if i > 0 && s.p != ep.steps[i - 1].p {
-            // A rule change: the invariant restarts (what was spent before only restricts).
+            // A rule change: the invariant restarts (what was spent before only restricts), and
+            // so does the time a window state holds (a window's start under other numbers).
             adm.clear();
+            latest = i64::MIN;
         }
         if *del {
+            // The key's life ends: so do its bounds (after a clock step back, a TTL that ran
+            // out frees the caller, as the contract allows).
             exists = false;
             pexpire = -2;
             dump = Value::Nil;
+            adm.clear();
+            latest = i64::MIN;
         }
         let (got, ex, pt, pe, du) = (
             &out[j],
@@ -964,7 +1087,13 @@ fn run(c: &mut Connection, ep: &Episode, key: &str) -> Result<(), Failure> {
         if let Ok(f) = fields(got) {
             let ok = if ep.kind == Kind::Throttle { 0 } else { 1 };
             if f.first() == Some(&ok) && !s.dry && s.cost.n() > 0 {
-                adm.push((*now, s.cost.n()));
+                let t = if matches!(ep.kind, Kind::Sliding | Kind::Fixed | Kind::Log) {
+                    latest.max(*now)
+                } else {
+                    *now
+                };
+                latest = latest.max(t);
+                adm.push((t, s.cost.n()));
                 check_invariant(ep.kind, &s.p, &adm).map_err(|m| fail("invariant", m))?;
             }
         }
