@@ -30,6 +30,9 @@ pub const APPLY_INTERNAL: &CStr =
     c"ERR RL._APPLY is internal: only accepted from the primary link or the AOF";
 pub const APPLY_PAYLOAD: &CStr = c"ERR RL._APPLY payload is not a valid ratelimit state";
 
+// Every write (`txn.rs`).
+pub const STORE: &CStr = c"ERR the server did not store the key's new state (nothing was spent)";
+
 // RL.RELEASE, RL.RENEW.
 pub const TOKEN: &CStr = c"ERR token must be of the form <unix_ms>-<seq>";
 

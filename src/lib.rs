@@ -31,6 +31,7 @@ pub mod rule;
 pub mod state;
 pub mod stats;
 pub mod table;
+pub mod txn;
 
 use config::{ACQUIRE_MAX_LIMIT, LOG_MAX_LIMIT, TEST_CLOCK};
 use datatype::RL_TYPE;

@@ -40,13 +40,12 @@ impl Write {
                 quantity,
                 now_us,
             } => {
+                let Ok(gp) = gcra_params(p) else { return };
                 if s.algo() != crate::algos::Algo::Gcra {
                     return;
                 }
-                if let Ok(t) = throttle(Some(s), None, p, *quantity, *now_us) {
-                    if let Some(next) = t.next {
-                        *s = next;
-                    }
+                if let Some(next) = throttle(s, p, &gp, *quantity, *now_us).next {
+                    *s = next;
                 }
             }
         }
@@ -66,26 +65,38 @@ pub struct Throttled {
     pub blocked: bool,
 }
 
-/// `CL.THROTTLE` of `quantity` at `now_us` on the key's state (`state`, a `gcra` state or
-/// none), or on redis-cell's own string state (`adopted_ns`, the TAT in ns), under `p`.
-/// Errors when `p` has no equivalent GCRA rule (it always has one once validated).
+/// The GCRA rule a `CL.THROTTLE` rule is stored under.
+pub fn gcra_params(p: &cell::Params) -> Result<gcra::Params, crate::algo::ParamError> {
+    let names = ["max_burst", "count_per_period", "period"];
+    gcra::Params::new(p.limit(), p.count, p.period_s.saturating_mul(1000), names)
+}
+
+/// A `gcra` state under `gp` with its TAT at `ns`: redis-cell's own state (the TAT in ns,
+/// adopted), or with `ns` 0 the state of an empty key.
+pub fn cell_state(gp: &gcra::Params, ns: u64) -> State {
+    State::Gcra(Bucket {
+        params: *gp,
+        tat: gcra::Tat { ns, frac: 0 },
+    })
+}
+
+/// `CL.THROTTLE` of `quantity` at `now_us` under `p` (stored as `gp`, its [`gcra_params`])
+/// on the key's state (a `gcra` state, possibly under a BLOCK; [`cell_state`] for an empty
+/// or adopted key).
 pub fn throttle(
-    state: Option<&State>,
-    adopted_ns: Option<u64>,
+    state: &State,
     p: &cell::Params,
+    gp: &gcra::Params,
     quantity: u64,
     now_us: u64,
-) -> Result<Throttled, crate::algo::ParamError> {
-    let names = ["max_burst", "count_per_period", "period"];
-    let gp = gcra::Params::new(p.limit(), p.count, p.period_s.saturating_mul(1000), names)?;
+) -> Throttled {
     let now_ns = now_us.saturating_mul(1000);
-    let blocked_until_us = state.map_or(0, State::blocked_until_us);
+    let blocked_until_us = state.blocked_until_us();
     // The stored TAT; `retimed`: written under another emission interval, so re-timed by
     // its units (stored even on a refusal, as RL.GCRA does).
-    let (tat, retimed) = match (adopted_ns, state.map(State::unblocked)) {
-        (Some(ns), _) => (Some(ns), false),
-        (None, Some(State::Gcra(b))) => {
-            let (ns, retimed) = gcra::view_ns(b.stored(), &gp, p.t_ns(), now_us);
+    let (tat, retimed) = match state.unblocked() {
+        State::Gcra(b) => {
+            let (ns, retimed) = gcra::view_ns(b.stored(), gp, p.t_ns(), now_us);
             (Some(ns), retimed)
         }
         _ => (None, false),
@@ -109,12 +120,12 @@ pub fn throttle(
                 (false, _) => left_s,
             };
         }
-        return Ok(Throttled {
+        return Throttled {
             reply,
             next: None,
             ttl_ms: 0,
             blocked: true,
-        });
+        };
     }
     let (reply, stored, ttl_ns) = cell::throttle(tat, p, quantity, now_ns);
     // A peek (quantity 0) writes nothing, not even a re-timed state.
@@ -123,23 +134,18 @@ pub fn throttle(
     } else {
         stored.or(tat.filter(|_| retimed))
     };
-    let next = stored.map(|ns| {
-        State::Gcra(Bucket {
-            params: gp,
-            tat: gcra::Tat { ns, frac: 0 },
-        })
-    });
+    let next = stored.map(|ns| cell_state(gp, ns));
     // The key lives until its TAT, rounded up to whole ms: a debt under 1 ms keeps the key
     // to the end of the current millisecond at least (redis-cell's key, expiring at its
     // truncated TTL, lives to the end of that millisecond too), so every call until then
     // sees the debt. Decisions are redis-cell's; only PTTL reads up to 1 ms longer.
     let ttl_ms = u64::try_from(ttl_ns).unwrap_or(0).div_ceil(NS_PER_MS);
-    Ok(Throttled {
+    Throttled {
         reply,
         next,
         ttl_ms,
         blocked: false,
-    })
+    }
 }
 
 /// `s` after `w`, encoded and decoded again: Err with what failed when the codec refuses

@@ -205,6 +205,12 @@ pub fn replicate_key_bytes(ctx: Ctx, cmd: &CStr, key: &RStr, payload: &[u8]) {
     ) else ERR);
 }
 
+/// Propagates the call itself, as the client sent it (`RedisModule_ReplicateVerbatim`):
+/// only for a call that already is an effect (`RL._APPLY`).
+pub fn replicate_verbatim(ctx: Ctx) {
+    api!(RedisModule_ReplicateVerbatim(ctx) else ERR);
+}
+
 /// Propagates `cmd key` to replicas and the AOF (`RedisModule_Replicate`, "s").
 pub fn replicate_key(ctx: Ctx, cmd: &CStr, key: &RStr) {
     api!(RedisModule_Replicate(ctx, cmd.as_ptr(), c"s".as_ptr(), key.0) else ERR);

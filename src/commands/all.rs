@@ -14,15 +14,15 @@
 //! refused, each rule's reply says what it alone would have decided, and nothing is spent.
 
 use super::rate::{parse_rule, staggered};
-use super::{commit, effect_of_request, reply_outcome, state_of, Decided};
+use super::{reply_outcome, request, Decided};
 use crate::algos::{ALL_RULE_OPTIONS, OPTIONS};
 use crate::args::{leading_options, positive};
 use crate::clock;
-use crate::datatype::{Held, Pending};
 use crate::error::{Error, ALL_DUPLICATE, ALL_NUMKEYS, SYNTAX};
-use crate::rm::{self, Ctx, Key, RStr};
-use crate::rule::{Outcome, Request, Rule};
+use crate::rm::{self, Ctx, RStr};
+use crate::rule::{Request, Rule};
 use crate::state::Algo;
+use crate::txn::Txn;
 
 /// One parsed rule with its key and request.
 struct Item<'a> {
@@ -124,61 +124,26 @@ pub fn all(ctx: Ctx, args: &[RStr]) -> Result<Decided, Error> {
     }
     let (items, dryrun) = parse(args)?;
     let now = clock::now_us();
-    let mut keys: Vec<Key> = items
+    let mut txns: Vec<Txn> = items
         .iter()
-        .map(|it| Key::open(ctx, it.key, !dryrun))
+        .map(|it| Txn::open(ctx, it.key, !dryrun, now))
         .collect();
-    let mut states = Vec::with_capacity(items.len());
-    for (it, key) in items.iter().zip(keys.iter_mut()) {
-        states.push(state_of(key, it.rule.algo())?);
-    }
     // Pass 1: every rule decides without writing.
-    let decide = |it: &Item, st: &mut Option<Held>| {
+    let mut outs = Vec::with_capacity(items.len());
+    for (it, txn) in items.iter().zip(txns.iter_mut()) {
         let dry = Request {
             commit: false,
             ..it.req
         };
-        match st {
-            Some(s) => it.rule.request(s, &dry, now),
-            None => it.rule.request(&mut it.rule.fresh(), &dry, now),
-        }
-    };
-    let mut outs: Vec<Outcome> = items
-        .iter()
-        .zip(states.iter_mut())
-        .map(|(it, st)| decide(it, st))
-        .collect();
-    // The dry run changed no state: pass 2 reads each key again (one view of a key at a
-    // time, and a packed state unpacks to the same value).
-    drop(states);
+        outs.push(request(txn, &it.rule, &dry)?);
+    }
     let refused_by = outs.iter().position(|o| !o.decision.allowed);
     if refused_by.is_none() && !dryrun {
         // Pass 2: all admit, so each spends, in one atomic step (effects are replicated
-        // together: Redis wraps a command's several effects in MULTI/EXEC).
-        for (i, (it, key)) in items.iter().zip(keys.iter_mut()).enumerate() {
-            let mut held = state_of(key, it.rule.algo())?;
-            let mut fresh = None;
-            let state: &mut crate::state::State = match held.as_mut() {
-                Some(h) => h,
-                None => fresh.insert(it.rule.fresh()),
-            };
-            let out = it.rule.request(state, &it.req, now);
-            if out.wrote {
-                let eff = effect_of_request(&it.rule, &it.req, now, state);
-                let owned = held.map_or(fresh.map_or(Pending::Done, Pending::Set), Held::to_store);
-                commit(
-                    ctx,
-                    key,
-                    it.key,
-                    owned,
-                    eff,
-                    now,
-                    out.decision.reset_after_ms,
-                );
-            }
-            if let Some(o) = outs.get_mut(i) {
-                *o = out;
-            }
+        // together: Redis wraps a command's several effects in MULTI/EXEC). The dry run
+        // changed no state, so each key is read again as it was.
+        for ((it, txn), o) in items.iter().zip(txns.iter_mut()).zip(outs.iter_mut()) {
+            *o = request(txn, &it.rule, &it.req)?;
         }
     }
     for o in &outs {

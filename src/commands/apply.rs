@@ -2,11 +2,12 @@
 //! replicas and the AOF. Accepted only from the primary link or while loading; a normal
 //! client calling it could otherwise reset its own limit.
 
-use crate::datatype::{self, Pending, Slot};
+use crate::clock;
 use crate::error::{Error, APPLY_INTERNAL, APPLY_PAYLOAD};
 use crate::replay::{Op, OP_VERSION};
-use crate::rm::{self, Ctx, Key, RStr};
+use crate::rm::{self, Ctx, RStr};
 use crate::state::{split_payload, State};
+use crate::txn::{self, Expiry, Other, Txn, Written};
 use redis_module::raw;
 
 /// What a payload carries after its expiry: a whole state, or an operation to replay on the
@@ -43,54 +44,35 @@ pub fn apply(ctx: Ctx, args: &[RStr]) -> Result<super::Decided, Error> {
     // The payload is the absolute expiry (unix ms, 8 bytes LE, 0 = none: the AOF rewrite,
     // where Redis appends PEXPIREAT itself), then the state's encoding or an operation.
     let (at, effect) = parse(rm::bytes(payload))?;
-    let mut key = Key::open(ctx, name, true);
-    let algo = match effect {
+    // The call already is the effect: passed on verbatim to this server's own replicas and
+    // AOF (never the command verbatim: see `propagate`).
+    let mut txn = Txn::open(ctx, name, true, clock::now_us());
+    match effect {
         Effect::State(s) => {
-            let algo = s.algo();
-            if let Slot::Foreign = datatype::slot(&mut key) {
-                key.delete();
-            }
-            if !datatype::store(&mut key, s) {
-                return Err(APPLY_PAYLOAD.into());
-            }
-            algo
+            let written = Written {
+                effect: txn::Effect::Verbatim(s.algo()),
+                expiry: Expiry::At(at),
+            };
+            txn.replace(s, written)?;
         }
         Effect::Op(op) => {
-            let algo = op.algo();
             // The state the primary decided on: the key's (a replica holds what its primary
-            // held), or the rule's fresh state for an empty key.
-            let owned = match datatype::slot(&mut key) {
-                Slot::Ours(mut held) if held.algo() == algo => {
-                    if !op.run(&mut held) {
-                        // Only a replica that diverged gets here: nothing to replay on.
-                        rm::reply_simple(ctx, c"OK");
-                        return Ok(None);
-                    }
-                    held.to_store()
-                }
-                _ => {
-                    let Some(mut s) = op.fresh() else {
-                        rm::reply_simple(ctx, c"OK");
-                        return Ok(None);
-                    };
-                    op.run(&mut s);
-                    key.delete();
-                    Pending::Set(s)
-                }
-            };
-            if !datatype::finish(&mut key, owned) {
-                return Err(APPLY_PAYLOAD.into());
-            }
-            algo
+            // held), or the rule's fresh state for an empty key (RELEASE and RENEW have none:
+            // nothing to replay on, as on a replica that diverged).
+            txn.decide(
+                op.algo(),
+                Other::Overwrite,
+                || op.fresh(),
+                |s| {
+                    let written = op.run(s).then(|| Written {
+                        effect: txn::Effect::Verbatim(op.algo()),
+                        expiry: Expiry::At(at),
+                    });
+                    ((), written)
+                },
+            )?;
         }
-    };
-    if let Some(at) = at {
-        key.set_abs_expire(i64::try_from(at).unwrap_or(i64::MAX));
     }
-    rm::signal_modified(ctx, name);
-    rm::notify(ctx, algo, name);
-    // A replica's own AOF gets the effect too (the same effect, never the command verbatim).
-    crate::propagate::apply(ctx, name, rm::bytes(payload));
     rm::reply_simple(ctx, c"OK");
     Ok(None)
 }

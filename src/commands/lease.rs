@@ -1,33 +1,40 @@
 //! `RL.RELEASE key token` and `RL.RENEW key token lease_ms` (RL.ACQUIRE is in `rate`).
 
-use super::{commit, effect_of_op, state_of, Decided};
+use super::Decided;
 use crate::algo::lease::{self, Token};
 use crate::args::positive;
 use crate::clock;
 use crate::error::{Error, TOKEN};
 use crate::replay::Op;
-use crate::rm::{self, Ctx, Key, RStr};
+use crate::rm::{self, Ctx, RStr};
 use crate::state::{Algo, State};
+use crate::txn::{Effect, Expiry, Other, Txn, Written};
 
 /// Runs `op` on the key's leases; writes, expires and replicates the operation (never the
 /// leases: see `replay.rs`) when it changed them. Replies 1 if it did, 0 otherwise (no key,
 /// stale or unknown token).
 fn with_leases(ctx: Ctx, name: &RStr, op: Op) -> Result<Decided, Error> {
-    let mut key = Key::open(ctx, name, true);
-    let mut held = state_of(&mut key, Algo::Concurrency)?;
-    let done = match held.as_mut() {
-        Some(h) => op.run(h),
-        None => false,
-    };
-    if let Some(held) = held.filter(|_| done) {
-        let ttl = match &*held {
-            State::Concurrency(c) => c.leases.ttl_ms(op.now_us()),
-            _ => 0,
-        };
-        let eff = effect_of_op(&op);
-        let owned = held.to_store();
-        commit(ctx, &mut key, name, owned, eff, op.now_us(), ttl);
-    }
+    let mut txn = Txn::open(ctx, name, true, op.now_us());
+    let done = txn.decide(
+        Algo::Concurrency,
+        Other::Refuse,
+        || None,
+        |s| {
+            if !op.run(s) {
+                return (false, None);
+            }
+            let ttl = match &*s {
+                State::Concurrency(c) => c.leases.ttl_ms(op.now_us()),
+                _ => 0,
+            };
+            let written = Written {
+                effect: Effect::Encoded(op.algo(), op.encode()),
+                expiry: Expiry::After(ttl),
+            };
+            (true, Some(written))
+        },
+    )?;
+    let done = done.unwrap_or(false);
     rm::reply_i64(ctx, i64::from(done));
     Ok(Some(done))
 }

@@ -1,5 +1,5 @@
-//! The command layer: parse, open the key, call the algorithm, store, set the TTL,
-//! replicate the effect, reply. Nothing else.
+//! The command layer: parse, hand a pure decision to the key transaction (`txn.rs`: open,
+//! decide, store, expire, notify, effect), reply. Nothing else.
 
 pub mod all;
 pub mod apply;
@@ -11,14 +11,13 @@ pub mod throttle;
 
 use crate::algo::Decision;
 use crate::clock as mclock;
-use crate::datatype::{self, Held, Pending, Slot};
-use crate::error::{Error, INTERNAL, WRONGTYPE};
-use crate::propagate;
+use crate::error::{Error, INTERNAL};
 use crate::replay::Op;
-use crate::rm::{self, Ctx, Key, RStr};
+use crate::rm::{self, Ctx, RStr};
 use crate::rule::{Ask, Extra, Outcome, Request, Rule};
-use crate::state::{Algo, Encoded, State};
+use crate::state::State;
 use crate::stats::{self, Stat};
+use crate::txn::{Effect, Expiry, Other, Txn, Written};
 use std::ffi::c_int;
 use std::io::Write;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -119,65 +118,33 @@ pub fn count(req: &Request, o: &Outcome) -> Decided {
     matches!(req.ask, Ask::Spend(c) if c > 0).then_some(o.decision.allowed)
 }
 
-/// The key's state if it holds one of `algo`: `Ok(None)` when empty, `WRONGTYPE` otherwise.
-pub fn state_of(key: &mut Key, algo: Algo) -> Result<Option<Held<'_>>, Error> {
-    match datatype::slot(key) {
-        Slot::Empty => Ok(None),
-        Slot::Ours(s) if s.algo() == algo => Ok(Some(s)),
-        Slot::Ours(s) => Err(Error::other_algorithm(s.algo().name())),
-        Slot::Foreign => Err(Error::Static(WRONGTYPE)),
-    }
-}
-
 /// Decides one request of `rule` on key `name` and, when it writes (see
-/// [`Rule::request`]), stores the new state with its TTL and propagates the effect.
+/// [`Rule::request`]), stores the new state with its TTL and propagates the effect: one key
+/// transaction (`txn.rs`).
+#[inline]
 pub fn run(ctx: Ctx, name: &RStr, rule: &Rule, req: &Request) -> Result<Outcome, Error> {
-    let now = mclock::now_us();
-    let mut key = Key::open(ctx, name, req.commit);
-    let mut held = state_of(&mut key, rule.algo())?;
-    let mut fresh = None;
-    let state: &mut State = match held.as_mut() {
-        Some(h) => h,
-        None => fresh.insert(rule.fresh()),
-    };
-    let out = rule.request(state, req, now);
-    if out.wrote {
-        let eff = effect_of_request(rule, req, now, state);
-        let owned = held.map_or(fresh.map_or(Pending::Done, Pending::Set), Held::to_store);
-        commit(
-            ctx,
-            &mut key,
-            name,
-            owned,
-            eff,
-            now,
-            out.decision.reset_after_ms,
-        );
-    }
-    Ok(out)
+    let mut txn = Txn::open(ctx, name, req.commit, mclock::now_us());
+    request(&mut txn, rule, req)
 }
 
-/// What a write propagates: the state's encoding, or for a state that grows with its limit
-/// the operation that changed it (`replay.rs`); always (see [`propagate`]).
-pub struct Effect {
-    algo: Algo,
-    enc: Encoded,
-}
-
-/// The effect of writing `s` whole (encoded before the state is moved into its key).
-pub fn effect(s: &State) -> Effect {
-    Effect {
-        algo: s.algo(),
-        enc: s.encode(),
-    }
-}
-
-/// The effect of the write `op`.
-pub fn effect_of_op(op: &Op) -> Effect {
-    Effect {
-        algo: op.algo(),
-        enc: op.encode(),
-    }
+/// [`run`] on an open key.
+#[inline]
+pub fn request(txn: &mut Txn, rule: &Rule, req: &Request) -> Result<Outcome, Error> {
+    let now = txn.now_us();
+    let out = txn.decide(
+        rule.algo(),
+        Other::Refuse,
+        || Some(rule.fresh()),
+        |s| {
+            let out = rule.request(s, req, now);
+            let written = out.wrote.then(|| Written {
+                effect: effect_of_request(rule, req, now, s),
+                expiry: Expiry::After(out.decision.reset_after_ms),
+            });
+            (out, written)
+        },
+    )?;
+    out.ok_or(Error::Static(INTERNAL))
 }
 
 /// The effect of `req` of `rule` at `now_us`, which wrote `s`: the operation for an RL.LOG
@@ -185,42 +152,7 @@ pub fn effect_of_op(op: &Op) -> Effect {
 #[inline]
 pub fn effect_of_request(rule: &Rule, req: &Request, now_us: u64, s: &State) -> Effect {
     match Op::of_request(rule, req, now_us) {
-        Some(op) => effect_of_op(&op),
-        None => effect(s),
+        Some(op) => Effect::Encoded(op.algo(), op.encode()),
+        None => Effect::state(s),
     }
-}
-
-/// Finishes a write decided at module time `now_us`: stores what `owned` leaves to store
-/// (see [`Held::to_store`]), sets the TTL to `ttl_ms`, signals the change and propagates
-/// the effect `eff` (the encoded state and its absolute expiry), never the clock-dependent
-/// command.
-pub fn commit(
-    ctx: Ctx,
-    key: &mut Key,
-    name: &RStr,
-    owned: Pending,
-    eff: Effect,
-    now_us: u64,
-    ttl_ms: u64,
-) {
-    let algo = eff.algo;
-    if ttl_ms == 0 {
-        // Equivalent to a fresh key: no state at all.
-        if !matches!(datatype::slot(key), Slot::Empty) {
-            key.delete();
-            propagate::del(ctx, name);
-        }
-        return;
-    }
-    if !datatype::finish(key, owned) {
-        return;
-    }
-    // The absolute expiry on the server's clock (what a relative SetExpire would compute),
-    // set here and sent to replicas as is: both sides expire the key at the same instant.
-    let at = mclock::expiry_base_ms(now_us).saturating_add(ttl_ms);
-    key.set_abs_expire(i64::try_from(at).unwrap_or(i64::MAX));
-    rm::signal_modified(ctx, name);
-    rm::notify(ctx, algo, name);
-    let mut enc = eff.enc;
-    propagate::apply(ctx, name, enc.with_expiry(at));
 }

@@ -2,16 +2,15 @@
 //! with its replies, on this module's state. A key still holding redis-cell's string state
 //! (the TAT in ns) is adopted: it becomes a `gcra` state on the next admitted request.
 
-use super::{commit, effect, state_of, Decided};
+use super::Decided;
 use crate::algo::cell;
 use crate::args::{non_negative, positive};
 use crate::clock;
-use crate::datatype::Pending;
-use crate::error::{Error, WRONGTYPE};
+use crate::error::{Error, INTERNAL};
 use crate::ops;
-use crate::rm::{Ctx, Key, RStr};
+use crate::rm::{Ctx, RStr};
 use crate::state::Algo;
-use redis_module::raw;
+use crate::txn::{Effect, Expiry, Other, Txn, Written};
 
 /// redis-cell's stored value: the TAT in ns as decimal digits.
 fn parse_cell_string(b: &[u8]) -> Option<u64> {
@@ -37,19 +36,29 @@ pub fn throttle(ctx: Ctx, args: &[RStr]) -> Result<Decided, Error> {
         Some(q) => non_negative(q, "quantity")?,
         None => 1,
     };
-    let now_us = clock::now_us();
-    let mut key = Key::open(ctx, name, true);
-    let adopted = key.kind() == raw::REDISMODULE_KEYTYPE_STRING;
-    let (held, adopted_ns) = if adopted {
-        let tat_ns = key
-            .string_value()
-            .and_then(parse_cell_string)
-            .ok_or(Error::Static(WRONGTYPE))?;
-        (None, Some(tat_ns))
-    } else {
-        (state_of(&mut key, Algo::Gcra)?, None)
-    };
-    let t = ops::throttle(held.as_deref(), adopted_ns, &p, quantity, now_us)?;
+    let gp = ops::gcra_params(&p)?;
+    let mut txn = Txn::open(ctx, name, true, clock::now_us());
+    let now_us = txn.now_us();
+    // A key that still holds redis-cell's own state (the TAT in ns) is adopted: read as a
+    // `gcra` state under this call's numbers, replaced by it on the next write.
+    let adopt = |b: &[u8]| parse_cell_string(b).map(|ns| ops::cell_state(&gp, ns));
+    let t = txn.decide(
+        Algo::Gcra,
+        Other::AdoptString(&adopt),
+        || Some(ops::cell_state(&gp, 0)),
+        |s| {
+            let mut t = ops::throttle(s, &p, &gp, quantity, now_us);
+            let written = t.next.take().map(|next| {
+                *s = next;
+                Written {
+                    effect: Effect::state(s),
+                    expiry: Expiry::After(t.ttl_ms),
+                }
+            });
+            (t, written)
+        },
+    )?;
+    let t = t.ok_or(Error::Static(INTERNAL))?;
     let reply = t.reply;
     if t.blocked {
         if quantity > 0 {
@@ -57,16 +66,6 @@ pub fn throttle(ctx: Ctx, args: &[RStr]) -> Result<Decided, Error> {
         }
         reply_cell(ctx, &reply);
         return Ok((quantity > 0).then_some(false));
-    }
-    if let Some(next) = t.next {
-        let eff = effect(&next);
-        let owned = match held {
-            Some(h) => h.replace_with(next),
-            // redis-cell's string, replaced by the state.
-            None if adopted => Pending::Store(next),
-            None => Pending::Set(next),
-        };
-        commit(ctx, &mut key, name, owned, eff, now_us, t.ttl_ms);
     }
     reply_cell(ctx, &reply);
     Ok(Some(!reply.limited))
