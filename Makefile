@@ -34,6 +34,7 @@ help:
 	@echo "make deps       install missing system packages (libclang-dev, redis-server, redis-tools)"
 	@echo "make build      deps + cargo build --release  ->  $(MODULE)"
 	@echo "make run        build, then redis-server redis.conf in the foreground (PORT=$(PORT))"
+	@echo "make check      the everyday loop: fmt, clippy, unit tests, fuzz crate, integration + redis-cli suites on one server (< 5 min warm)"
 	@echo "make test       deps, build, fmt --check, clippy, unit tests, a short fuzz run, the server matrix (integration + redis-cli suites on 12 servers), examples"
 	@echo "make matrix     build, then the server matrix only (SERVERS=\"redis-8.6.3 valkey-8.1.1\" for some)"
 	@echo "make cli-test   build, then only the redis-cli suite (tests/cli/run.sh)"
@@ -88,6 +89,22 @@ test: test-deps build
 	@echo "==> test: examples (scripts/examples-test.sh: apps on the client packages)"
 	bash scripts/examples-test.sh
 	@echo "==> test: all passed in $$(( $$(date +%s) - $(TEST_START) )) s"
+
+# The everyday loop (issue 25): fmt, clippy, unit and property tests, the fuzz crate built
+# and run briefly, then the integration tests and the redis-cli suite on one server (the
+# system's redis-server, or RL_SERVER=...). Under 5 minutes on 2 cores with a warm build;
+# `make test` is CI (every server of the matrix).
+.PHONY: check
+check: test-deps build
+	@echo "==> check: fmt, clippy"
+	$(CARGO) fmt --check
+	$(CARGO) clippy --all-targets -- -D warnings
+	@echo "==> check: the fuzz crate builds and runs (2 s per target)"
+	bash scripts/fuzz.sh 2
+	@echo "==> check: unit, property and integration tests, redis-cli suite on $${RL_SERVER:-redis-server}"
+	$(CARGO) test --profile itest --tests
+	bash tests/cli/run.sh
+	@echo "==> check: all passed in $$(( $$(date +%s) - $(TEST_START) )) s"
 
 # Single steps, for iterating (the same commands as in `test`).
 fmt-check: test-deps

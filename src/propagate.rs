@@ -12,10 +12,14 @@
 //! measured with `make instructions` (README, "Replication").
 
 use crate::rm::{self, Ctx, RStr};
+use std::ffi::CStr;
+
+/// The internal command every effect is sent as (the AOF rewrite too); its row in `table.rs`.
+pub const APPLY: &CStr = c"RL._APPLY";
 
 /// Propagates a write of key `name`: its absolute expiry and encoded state.
 pub fn apply(ctx: Ctx, name: &RStr, payload: &[u8]) {
-    rm::replicate_key_bytes(ctx, c"RL._APPLY", name, payload);
+    rm::replicate_key_bytes(ctx, APPLY, name, payload);
 }
 
 /// Propagates the deletion of key `name`.

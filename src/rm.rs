@@ -633,7 +633,7 @@ unsafe extern "C" fn aof_rewrite(
         let buf = enc.with_expiry(0);
         api!(RedisModule_EmitAOF(
             aof,
-            c"RL._APPLY".as_ptr(),
+            crate::propagate::APPLY.as_ptr(),
             c"sb".as_ptr(),
             key,
             buf.as_ptr(),
