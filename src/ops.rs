@@ -65,6 +65,11 @@ pub struct Throttled {
     pub blocked: bool,
 }
 
+/// The emission interval of a stored GCRA rule as redis-cell counts it (whole ns).
+fn stored_interval_ns(g: &gcra::Params) -> i128 {
+    cell::interval_ns(i128::from(g.period_ms) * i128::from(NS_PER_MS), g.count)
+}
+
 /// The GCRA rule a `CL.THROTTLE` rule is stored under.
 pub fn gcra_params(p: &cell::Params) -> Result<gcra::Params, crate::algo::ParamError> {
     let names = ["max_burst", "count_per_period", "period"];
@@ -95,6 +100,11 @@ pub fn throttle(
     // The stored TAT; `retimed`: written under another emission interval, so re-timed by
     // its units (stored even on a refusal, as RL.GCRA does).
     let (tat, retimed) = match state.unblocked() {
+        // The same interval as redis-cell counts it (whole ns): the TAT as it is, as
+        // redis-cell reads it, whatever exact rate wrote it.
+        State::Gcra(b) if stored_interval_ns(&b.params) == i128::from(p.t_ns()) => {
+            (Some(b.tat.ns.saturating_add(u64::from(b.tat.frac > 0))), false)
+        }
         State::Gcra(b) => {
             let (ns, retimed) = gcra::view_ns(b.stored(), gp, p.t_ns(), now_us);
             (Some(ns), retimed)

@@ -558,13 +558,28 @@ impl Model {
             fields[0] == 1
         };
         // Refused, DRYRUN and peeks write nothing (CL.THROTTLE's quantity 0 included).
-        let write = admitted && !dry && cost > 0;
+        //
+        // READING: but the first request under a new emission interval (GCRA family, queue,
+        // CL.THROTTLE) stores the re-timed state even when it is refused: the rule change
+        // takes effect once, from that request on. The conventions need it ("loosening a
+        // rate takes effect at once: a caller who spent 10 is free after one second"; were
+        // the re-timing never stored, the debt would keep decaying at the old rate, and a
+        // debt carried into a tighter rule would vanish with the old, shorter TTL); it is
+        // not a spend, and a TTL of 0 (the debt already paid) deletes the key.
+        let retimed = !admitted && new_state.is_some();
+        let write = (admitted || retimed) && !dry && cost > 0;
         let mut e = Expect {
             reply: Reply::Fields(fields),
             write: None,
         };
         if write {
             let (lo, hi) = ttl.expect("a write has a TTL");
+            if hi == 0 && retimed {
+                // Re-timed to a fresh state: the key is deleted.
+                self.expire();
+                e.write = Some((0, 0));
+                return e;
+            }
             assert!(lo >= 0 && hi >= 1, "model: a write with TTL {lo}..{hi}");
             self.state = new_state;
             self.expires_at = Some(real + hi);
@@ -612,16 +627,15 @@ fn gcra(st: Option<&State>, p: &[i64], now_ms: i64, cost: i64) -> Out {
             Some((reset, reset)),
         )
     } else {
+        let reset = tat.sub(now).ceil_ms();
+        // READING (see `Model::call`): a refusal under a new emission interval stores the
+        // re-timed state, the rule change taking effect once.
+        let retimed = matches!(st, Some(State::Gcra { p: old, .. })
+            if Rat::new(old[2] as i128, old[1] as i128) != t);
         (
-            vec![
-                0,
-                b,
-                remaining_at(tat),
-                allow_at.sub(now).ceil_ms(),
-                tat.sub(now).ceil_ms(),
-            ],
-            None,
-            None,
+            vec![0, b, remaining_at(tat), allow_at.sub(now).ceil_ms(), reset],
+            retimed.then(|| State::Gcra { tat, p: p.to_vec() }),
+            retimed.then_some((reset, reset)),
         )
     }
 }
@@ -846,10 +860,16 @@ fn queue(st: Option<&State>, p: &[i64], now: i64, cost: i64) -> Out {
             Some((next - now, next - now)),
         )
     } else {
+        // READING (see `Model::call`): a refusal under a new interval stores the re-timed
+        // queue.
+        let retimed = matches!(st, Some(State::Queue { p: old, .. }) if old[1] != iv);
         (
             vec![0, cap, remaining_at(cur), next - tau - now, cur - now, 0],
-            None,
-            None,
+            retimed.then(|| State::Queue {
+                tat: cur,
+                p: p.to_vec(),
+            }),
+            retimed.then_some((cur - now, cur - now)),
         )
     }
 }
@@ -913,11 +933,19 @@ fn throttle(st: Option<&State>, p: &[i64], now_ms: i64, q: i64) -> Out {
         retry.map_or(-1, secs),
         secs(ttl),
     ];
-    if limited {
-        return (fields, None, None);
-    }
     let lo = (ttl / MS_NS) as i64;
     let hi = ceil_div(ttl, MS_NS) as i64;
+    if limited {
+        // READING (see `Model::call`): a refusal under a new interval stores the re-timed
+        // TAT.
+        let retimed = matches!(st, Some(State::Throttle { p: old, .. })
+            if throttle_interval(old) != t);
+        return (
+            fields,
+            retimed.then(|| State::Throttle { tat, p: p.to_vec() }),
+            retimed.then_some((lo, hi)),
+        );
+    }
     (
         fields,
         Some(State::Throttle {
@@ -1132,6 +1160,17 @@ fn run(c: &mut Connection, ep: &Episode, key: &str) -> Result<(), Failure> {
             },
         }
         match e.write {
+            Some((_, 0)) => {
+                if ex {
+                    return Err(fail(
+                        "wrote",
+                        "a re-timed state that is fresh again must delete the key".into(),
+                    ));
+                }
+                exists = false;
+                pexpire = pe;
+                dump = du.clone();
+            }
             Some((lo, hi)) => {
                 if !ex {
                     return Err(fail(

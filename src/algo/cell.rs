@@ -31,8 +31,7 @@ impl Params {
         if period_s > MAX_SPAN_MS / 1000 {
             return Err(ParamError::AtMost("period", MAX_SPAN_MS / 1000));
         }
-        let period_ns = i128::from(period_s) * NS_PER_S;
-        let t_ns = ((period_ns as f64) / (count as f64)) as i64 as i128;
+        let t_ns = interval_ns(i128::from(period_s) * NS_PER_S, count);
         if t_ns < 1_000 {
             return Err(ParamError::TooLarge(
                 "count_per_period / period gives an emission interval below 1 microsecond",
@@ -56,6 +55,11 @@ impl Params {
     pub fn limit(&self) -> u64 {
         self.max_burst.saturating_add(1)
     }
+}
+
+/// redis-cell's emission interval in ns: `period_ns / count` through `f64`, truncated.
+pub fn interval_ns(period_ns: i128, count: u64) -> i128 {
+    ((period_ns as f64) / (count as f64)) as i64 as i128
 }
 
 /// The reply of `CL.THROTTLE`.
