@@ -102,9 +102,10 @@ pub fn throttle(
     let (tat, retimed) = match state.unblocked() {
         // The same interval as redis-cell counts it (whole ns): the TAT as it is, as
         // redis-cell reads it, whatever exact rate wrote it.
-        State::Gcra(b) if stored_interval_ns(&b.params) == i128::from(p.t_ns()) => {
-            (Some(b.tat.ns.saturating_add(u64::from(b.tat.frac > 0))), false)
-        }
+        State::Gcra(b) if stored_interval_ns(&b.params) == i128::from(p.t_ns()) => (
+            Some(b.tat.ns.saturating_add(u64::from(b.tat.frac > 0))),
+            false,
+        ),
         State::Gcra(b) => {
             let (ns, retimed) = gcra::view_ns(b.stored(), gp, p.t_ns(), now_us);
             (Some(ns), retimed)
