@@ -1,0 +1,210 @@
+// The middleware's fixes of issue 24 over real HTTP, through Express and Fastify, against a
+// real server with the module: blockMs beside other limits (its own command, after the
+// others' RL.ALL), the path the app sees under a mount, refusedBy in the event, the breaker
+// after a Redis failure, and errors that are not a failure of Redis (500, not fail-open).
+// The shared conformance spec checks the headers; this checks what it cannot express
+// (commands sent, events, a failing Redis).
+import { test, before, after, beforeEach, afterEach } from 'node:test';
+import assert from 'node:assert/strict';
+import express from 'express';
+import Fastify from 'fastify';
+import Redis from 'ioredis';
+import {
+  CircuitOpenError, MemoryLimiter, createLimiter, expressRateLimit, fastifyRateLimit, isUnavailable,
+} from 'redis-ratelimit-module';
+import { NOW_MS, admin, startServer } from './helpers.mjs';
+
+let server;
+let adm;
+let redis;
+before(async () => {
+  server = await startServer();
+  adm = await admin(server.port);
+  redis = new Redis({ port: server.port, host: '127.0.0.1', enableOfflineQueue: false, maxRetriesPerRequest: 0 });
+  await new Promise((r) => redis.once('ready', r));
+});
+after(async () => { redis?.disconnect(); adm?.disconnect(); await server?.stop(); });
+beforeEach(async () => { await adm.flushall(); await adm.call('RL.CLOCK', 'SET', String(NOW_MS)); });
+
+const closers = [];
+afterEach(async () => { while (closers.length) await closers.pop()(); });
+
+const silent = { warn() {}, error() {} };
+
+/** A client that sends through the real ioredis connection, records every command, and
+ * fails like an unreachable Redis while `down` is set. */
+function recordingClient() {
+  const c = {
+    sent: [],
+    down: false,
+    async send(args) {
+      c.sent.push(args[0]);
+      if (c.down) throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:1'), { code: 'ECONNREFUSED' });
+      return redis.call(...args);
+    },
+  };
+  return c;
+}
+
+async function expressServer(options, mount) {
+  const app = express();
+  if (mount) app.use(mount, expressRateLimit(options)); else app.use(expressRateLimit(options));
+  app.use((req, res) => res.type('text/plain').send('ok'));
+  // eslint-disable-next-line no-unused-vars
+  app.use((err, req, res, next) => res.status(500).send('error'));
+  const s = await new Promise((resolve) => { const x = app.listen(0, '127.0.0.1', () => resolve(x)); });
+  closers.push(async () => { s.closeAllConnections(); await new Promise((r) => s.close(r)); });
+  return `http://127.0.0.1:${s.address().port}`;
+}
+
+async function fastifyServer(options, mount) {
+  const app = Fastify({ forceCloseConnections: true });
+  const ok = async (req, reply) => reply.type('text/plain').send('ok');
+  if (mount) {
+    await app.register(async (child) => {
+      await child.register(fastifyRateLimit, options);
+      child.all('/', ok);
+      child.all('/*', ok);
+    }, { prefix: mount });
+  } else {
+    await app.register(fastifyRateLimit, options);
+  }
+  app.all('/', ok);
+  app.all('/*', ok);
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  closers.push(() => app.close());
+  return `http://127.0.0.1:${app.server.address().port}`;
+}
+
+const header = (name) => (ctx) => ctx.headers[name] ?? null;
+const gcra = (burst, periodMs) => ({ algorithm: 'gcra', burst, count: 1, periodMs });
+const fixed = (limit, windowMs) => ({ algorithm: 'fixed', limit, windowMs });
+
+for (const [fw, serve] of [['express', expressServer], ['fastify', fastifyServer]]) {
+  const get = (base, p, { method = 'GET', headers = {} } = {}) => fetch(base + p, { method, headers })
+    .then(async (r) => { r.body_ = await r.text(); return r; });
+
+  test(`${fw}: a blockMs limit is its own RL.<ALG> ... BLOCK, after the others' RL.ALL admitted`, async () => {
+    const client = recordingClient();
+    const events = [];
+    const base = await serve({
+      limiter: createLimiter(client), logger: silent, onDecision: (e) => events.push(e),
+      limits: [{ name: 'user', rule: gcra(10, 6000), key: header('x-user') },
+        { name: 'org', rule: fixed(2, 60000), key: header('x-org') }],
+      routes: [{ path: '/login', methods: ['POST'],
+        limits: [{ name: 'login', rule: fixed(1, 60000), key: header('x-ip'), blockMs: 900_000 }] }],
+    });
+    const login = (user, ip) => get(base, '/login', { method: 'POST', headers: { 'x-user': user, 'x-org': 'acme', 'x-ip': ip } });
+    assert.equal((await login('alice', '192.0.2.1')).status, 200);
+    assert.deepEqual(client.sent, ['RL.ALL', 'RL.FIXED']);
+    assert.equal(events[0].refusedBy, 0);
+    const r = await login('bob', '192.0.2.1'); // org admits (2nd of 2), login refuses and blocks
+    assert.equal(r.status, 429);
+    assert.equal(r.headers.get('Retry-After'), '900');
+    assert.deepEqual(JSON.parse(r.body_)['violated-policies'], ['login']);
+    const info = await createLimiter(adm).info('rl:login:192.0.2.1');
+    assert.equal(info.blocked_until_ms, NOW_MS + 900_000);
+    // the org is spent: RL.ALL refuses (refusedBy 2, the org) and the login limit is not asked
+    client.sent.length = 0;
+    const x = await login('carol', '192.0.2.2');
+    assert.equal(x.status, 429);
+    assert.deepEqual(client.sent, ['RL.ALL']);
+    assert.equal(events.at(-1).refusedBy, 2);
+    assert.deepEqual(events.at(-1).limits.map((l) => l.name), ['user', 'org']);
+    assert.equal(await adm.exists('rl:login:192.0.2.2'), 0);
+  });
+
+  test(`${fw}: mounted under /api, routes and exemptions match the path below the mount`, async () => {
+    const base = await serve({
+      limiter: createLimiter(redis), logger: silent,
+      limits: [{ name: 'all', rule: fixed(100, 60000), key: header('x-user') }],
+      routes: [{ path: '/login', limits: [{ name: 'login', rule: fixed(1, 60000), key: header('x-user') }] },
+        { path: /^\/admin(\/|$)/, limits: [{ name: 'admin', rule: fixed(1, 60000), key: header('x-user') }] }],
+      exempt: ['/health', '/webhooks/*'],
+    }, '/api');
+    const as = (p) => get(base, p, { headers: { 'x-user': 'u' } });
+    assert.equal((await as('/api/login?next=/x')).headers.get('RateLimit-Policy'), '"all";q=100;w=60, "login";q=1;w=60');
+    assert.equal((await as('/api/login')).status, 429);
+    for (let i = 0; i < 3; i++) {
+      const h = await as('/api/health');
+      assert.equal(h.status, 200);
+      assert.equal(h.headers.get('RateLimit'), null);
+      assert.equal((await as('/api/webhooks/stripe')).headers.get('RateLimit'), null);
+    }
+    assert.equal((await as('/api/admin/users')).headers.get('RateLimit-Policy'), '"all";q=100;w=60, "admin";q=1;w=60');
+    assert.equal((await as('/api')).headers.get('RateLimit-Policy'), '"all";q=100;w=60');
+    assert.equal((await as('/health')).headers.get('RateLimit'), null); // outside the mount
+    assert.deepEqual((await adm.keys('rl:*')).sort(), ['rl:admin:u', 'rl:all:u', 'rl:login:u']);
+  });
+
+  test(`${fw}: breaker: after a failure Redis is not asked for breakerMs, then tried again`, async () => {
+    const client = recordingClient();
+    let now = 0;
+    const events = [];
+    const base = await serve({
+      limiter: createLimiter(client), logger: silent, now: () => now, onDecision: (e) => events.push(e),
+      memory: new MemoryLimiter({ now: () => NOW_MS }), // a minute boundary: t = 60
+      limits: [{ name: 'open', rule: gcra(5, 1000), key: header('x-user') },
+        { name: 'closed', rule: fixed(5, 60000), key: header('x-org'), failOpen: false },
+        { name: 'mem', rule: fixed(1, 60000), key: header('x-user'), fallback: true }],
+    });
+    const as = (headers) => get(base, '/', { headers });
+    client.down = true;
+    // fail open + fallback: 200; the in-memory fallback's header is there
+    let r = await as({ 'x-user': 'u' });
+    assert.equal(r.status, 200);
+    assert.equal(r.headers.get('RateLimit'), '"mem";r=0;t=60');
+    assert.equal(client.sent.length, 1);
+    assert.deepEqual(events[0].limits.map((l) => l.source), ['failed-open', 'fallback']);
+    assert.ok(!(events[0].limits[0].error instanceof CircuitOpenError));
+    // within breakerMs (default 1000): nothing sent, each limit on its failure path at once
+    now = 999;
+    r = await as({ 'x-user': 'u', 'x-org': 'o' });
+    assert.equal(r.status, 503);
+    assert.equal(r.headers.get('Retry-After'), '1');
+    r = await as({ 'x-user': 'u' });
+    assert.equal(r.status, 429); // the fallback's own limit of 1
+    assert.equal(client.sent.length, 1);
+    assert.ok(events.slice(1).every((e) => e.limits.every((l) => l.error instanceof CircuitOpenError)));
+    assert.deepEqual(events[1].limits.map((l) => l.source), ['failed-open', 'failed-closed', 'fallback']);
+    // breakerMs later one request tries Redis again; it is back
+    client.down = false;
+    now = 1000;
+    r = await as({ 'x-user': 'v', 'x-org': 'o' });
+    assert.equal(r.status, 200);
+    assert.equal(client.sent.length, 2);
+    assert.equal(r.headers.get('RateLimit'), '"open";r=4;t=1, "closed";r=4;t=60, "mem";r=0;t=60');
+  });
+
+  test(`${fw}: breakerMs 0: every request tries Redis`, async () => {
+    const client = recordingClient();
+    const base = await serve({ limiter: createLimiter(client), logger: silent, breakerMs: 0, now: () => 0,
+      limits: [{ name: 'open', rule: gcra(5, 1000), key: header('x-user') }] });
+    client.down = true;
+    for (let i = 0; i < 3; i++) assert.equal((await get(base, '/', { headers: { 'x-user': 'u' } })).status, 200);
+    assert.equal(client.sent.length, 3);
+  });
+
+  test(`${fw}: an error that is not Redis failing (WRONGTYPE) answers 500, never fails open`, async () => {
+    await adm.set('rl:user:u', 'a string');
+    const events = [];
+    const base = await serve({ limiter: createLimiter(redis), logger: silent, onDecision: (e) => events.push(e),
+      limits: [{ name: 'user', rule: gcra(5, 1000), key: header('x-user') }] });
+    const r = await get(base, '/', { headers: { 'x-user': 'u' } });
+    assert.equal(r.status, 500);
+    assert.equal(events.length, 0);
+    assert.equal((await get(base, '/', { headers: { 'x-user': 'v' } })).status, 200, 'no breaker tripped');
+  });
+}
+
+test('isUnavailable: connection errors, timeouts and server states yes; ERR and WRONGTYPE no', () => {
+  for (const m of ['connect ECONNREFUSED 127.0.0.1:6379', 'Connection is closed.', 'OOM command not allowed',
+    'LOADING Redis is loading the dataset in memory', 'READONLY You can\'t write against a read only replica.',
+    'CLUSTERDOWN The cluster is down', 'redis-ratelimit: no reply within 50 ms']) {
+    assert.equal(isUnavailable(new Error(m)), true, m);
+  }
+  for (const m of ['ERR syntax error', 'WRONGTYPE Operation against a key holding the wrong kind of value']) {
+    assert.equal(isUnavailable(new Error(m)), false, m);
+  }
+  assert.equal(isUnavailable(new TypeError('redis-ratelimit: burst must be an integer')), false);
+});
