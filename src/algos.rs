@@ -1,7 +1,8 @@
-//! The table of algorithms and the table of options: every list of them in the module (the
-//! rule parser, RL.ALL's rule names, the option parser, COMMAND DOCS, the codec's tags,
-//! RL.INFO's names, keyspace events) reads these two tables. Pure data, no Redis types.
+//! The table of algorithms: every list of them in the module (the rule parser, RL.ALL's rule
+//! names, COMMAND DOCS, the codec's tags, RL.INFO's names, keyspace events) reads it, and
+//! each row names the options (`options.rs`) its command takes. Pure data, no Redis types.
 
+use crate::options::{Opt, OptSet, RATE};
 use std::ffi::CStr;
 
 /// Which algorithm a rule or a state belongs to: an index into [`ALGOS`].
@@ -15,144 +16,6 @@ pub enum Algo {
     Queue,
     Concurrency,
 }
-
-/// An option of the rate commands: an index into [`OPTIONS`], in the order COMMAND DOCS
-/// lists them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Opt {
-    Cost,
-    Refund,
-    Partial,
-    Reserve,
-    Block,
-    Stagger,
-    DryRun,
-}
-
-/// What follows an option's keyword.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Value {
-    /// Nothing: a flag.
-    Flag,
-    /// An integer, at least 0, named so in errors.
-    AtLeast0(&'static str),
-    /// An integer, at least 1.
-    AtLeast1(&'static str),
-    /// A span of time in ms, at least 1 and at most `MAX_SPAN_MS`.
-    SpanMs(&'static str),
-}
-
-impl Value {
-    /// The value's name (None for a flag).
-    pub const fn name(self) -> Option<&'static str> {
-        match self {
-            Value::Flag => None,
-            Value::AtLeast0(n) | Value::AtLeast1(n) | Value::SpanMs(n) => Some(n),
-        }
-    }
-}
-
-/// One option: its keyword (matched case-insensitively) and its value.
-pub struct OptSpec {
-    pub opt: Opt,
-    pub word: &'static str,
-    pub value: Value,
-}
-
-/// Every option, in [`Opt`] order.
-pub const OPTIONS: [OptSpec; 7] = [
-    OptSpec {
-        opt: Opt::Cost,
-        word: "COST",
-        value: Value::AtLeast0("cost"),
-    },
-    OptSpec {
-        opt: Opt::Refund,
-        word: "REFUND",
-        value: Value::AtLeast1("refund"),
-    },
-    OptSpec {
-        opt: Opt::Partial,
-        word: "PARTIAL",
-        value: Value::Flag,
-    },
-    OptSpec {
-        opt: Opt::Reserve,
-        word: "RESERVE",
-        value: Value::AtLeast0("reserve"),
-    },
-    OptSpec {
-        opt: Opt::Block,
-        word: "BLOCK",
-        value: Value::SpanMs("block_ms"),
-    },
-    OptSpec {
-        opt: Opt::Stagger,
-        word: "STAGGER",
-        value: Value::Flag,
-    },
-    OptSpec {
-        opt: Opt::DryRun,
-        word: "DRYRUN",
-        value: Value::Flag,
-    },
-];
-
-impl Opt {
-    /// The option's row in [`OPTIONS`].
-    pub fn spec(self) -> &'static OptSpec {
-        &OPTIONS[self as usize]
-    }
-}
-
-/// A set of options (bit `1 << opt`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct OptSet(u8);
-
-impl OptSet {
-    /// The set of `opts`.
-    pub const fn of(opts: &[Opt]) -> OptSet {
-        let mut bits = 0;
-        let mut i = 0;
-        while i < opts.len() {
-            bits |= 1 << opts[i] as u8;
-            i += 1;
-        }
-        OptSet(bits)
-    }
-
-    pub const fn has(self, o: Opt) -> bool {
-        self.0 & (1 << o as u8) != 0
-    }
-
-    pub const fn with(self, o: Opt) -> OptSet {
-        OptSet(self.0 | 1 << o as u8)
-    }
-
-    /// The options in both sets.
-    pub const fn and(self, other: OptSet) -> OptSet {
-        OptSet(self.0 & other.0)
-    }
-
-    /// The options of the set, in [`Opt`] order.
-    pub fn iter(self) -> impl Iterator<Item = Opt> {
-        OPTIONS.iter().map(|s| s.opt).filter(move |&o| self.has(o))
-    }
-}
-
-/// The options of a rate command: every one but STAGGER.
-const RATE: OptSet = OptSet::of(&[
-    Opt::Cost,
-    Opt::Refund,
-    Opt::Partial,
-    Opt::Reserve,
-    Opt::Block,
-    Opt::DryRun,
-]);
-
-/// The options an RL.ALL rule may take, where its algorithm takes them (RL.ALL takes DRYRUN
-/// once, for the whole call).
-pub const ALL_RULE_OPTIONS: OptSet = OptSet::of(&[Opt::Cost, Opt::Reserve, Opt::Stagger]);
 
 /// One algorithm.
 pub struct Spec {
@@ -292,11 +155,6 @@ const _: () = {
         assert!(ALGOS[k].args.len() <= 3);
         k += 1;
     }
-    let mut j = 0;
-    while j < OPTIONS.len() {
-        assert!(OPTIONS[j].opt as usize == j);
-        j += 1;
-    }
 };
 
 #[cfg(test)]
@@ -316,6 +174,8 @@ mod tests {
         assert_eq!(Algo::of_rule_name(b"Gcra"), Some(Algo::Gcra));
         assert_eq!(Algo::of_rule_name(b"CONCURRENCY"), None);
     }
+
+    use crate::options::ALL_RULE_OPTIONS;
 
     #[test]
     fn option_sets() {

@@ -87,6 +87,7 @@ impl From<ParamError> for Error {
     fn from(e: ParamError) -> Error {
         Error::owned(match e {
             ParamError::Syntax => return Error::Static(SYNTAX),
+            ParamError::NotInteger => return Error::Static(NOT_INTEGER),
             ParamError::NotPositive(name) => format!("ERR {name} must be a positive integer"),
             ParamError::SpanTooLarge(name) => {
                 format!("ERR {name} must be at most {}", crate::algo::MAX_SPAN_MS)

@@ -22,6 +22,7 @@ pub mod config;
 pub mod datatype;
 pub mod error;
 pub mod ops;
+pub mod options;
 pub mod packed;
 pub mod propagate;
 pub mod register;

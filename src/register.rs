@@ -2,7 +2,8 @@
 //! `RedisModule_SetCommandInfo` (both Redis 7.0), so `COMMAND INFO`, `COMMAND DOCS`,
 //! `COMMAND GETKEYS` and cluster routing work as for built-in commands.
 
-use crate::algos::{Algo, Opt};
+use crate::algos::Algo;
+use crate::options::Opt;
 use crate::rm::{self, Ctx};
 use crate::table::{Arg, Keys, COMMANDS};
 use redis_module::raw;

@@ -18,7 +18,8 @@
 //! Decoding validates every field like the command parser does; anything odd is refused.
 
 use crate::algo::lease::{self, Leases, Token, MAX_TOKEN_MS};
-use crate::algo::{window, MAX_SPAN_MS, MAX_TIME_MS, US_PER_MS};
+use crate::algo::{window, MAX_TIME_MS, US_PER_MS};
+use crate::options;
 use crate::rule::{Ask, Request, Rule};
 use crate::state::{Algo, DecodeError, Encoded, Reader, State, MAX_ENTRIES};
 
@@ -192,14 +193,12 @@ impl Op {
                     block_ms,
                     commit: true,
                 };
-                let plain_cost = !req.partial && units.saturating_add(reserve) > p.limit;
+                // A write spends or refunds at least one unit; its options combine as the
+                // parser's do.
                 if p.limit > MAX_ENTRIES
                     || partial > 1
                     || units == 0
-                    || block_ms > MAX_SPAN_MS
-                    || (reserve > 0 && reserve >= p.limit)
-                    || (ask == 0 && plain_cost)
-                    || (ask == 1 && (req.partial || reserve > 0 || block_ms > 0))
+                    || options::check(&req, p.limit, "limit").is_err()
                 {
                     return Err(DecodeError("bad request"));
                 }
@@ -268,6 +267,7 @@ fn token(ms: u64, seq: u64) -> Result<Token, DecodeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::algo::MAX_SPAN_MS;
     use proptest::prelude::*;
 
     const T0: u64 = 1_700_000_040_000_000;

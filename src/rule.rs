@@ -2,7 +2,6 @@
 //! the stored [`State`] to the pure algorithms; still no Redis types here.
 
 use crate::algo::{gcra, lease, log, window, Decision, ParamError, US_PER_MS};
-use crate::algos::{Opt, OptSet, OPTIONS};
 use crate::state::{Algo, Blocked, Bucket, LeaseState, LogState, State, Window};
 
 /// A member of the GCRA family (the arithmetic is the same; the replies differ).
@@ -115,111 +114,6 @@ impl Request {
             reserve: 0,
             block_ms: 0,
             commit,
-        }
-    }
-}
-
-/// The options of one request as the option parser read them (`args::leading_options`):
-/// which were given, and the value of each (a flag's is 1), by [`Opt`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Given {
-    seen: OptSet,
-    values: [u64; OPTIONS.len()],
-}
-
-impl Given {
-    pub fn has(&self, o: Opt) -> bool {
-        self.seen.has(o)
-    }
-
-    /// Option `o` given with value `v`.
-    pub fn set(&mut self, o: Opt, v: u64) {
-        self.seen = self.seen.with(o);
-        if let Some(slot) = self.values.get_mut(o as usize) {
-            *slot = v;
-        }
-    }
-
-    fn get(&self, o: Opt) -> Option<u64> {
-        self.has(o)
-            .then(|| self.values.get(o as usize).copied().unwrap_or(0))
-    }
-}
-
-/// The options of one request, as they combine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Opts {
-    pub ask: Ask,
-    pub partial: bool,
-    pub reserve: u64,
-    pub block_ms: u64,
-    pub stagger: bool,
-    pub dryrun: bool,
-}
-
-impl Opts {
-    /// No options: one unit, written.
-    pub const PLAIN: Opts = Opts {
-        ask: Ask::Spend(1),
-        partial: false,
-        reserve: 0,
-        block_ms: 0,
-        stagger: false,
-        dryrun: false,
-    };
-
-    /// The options `g` make for a rule whose limit is `limit` (named `limit_name` in
-    /// errors); `ParamError::Syntax` for options that do not go together.
-    pub fn from_given(g: &Given, limit: u64, limit_name: &'static str) -> Result<Opts, ParamError> {
-        let (cost, refund, block) = (g.get(Opt::Cost), g.get(Opt::Refund), g.get(Opt::Block));
-        let partial = g.has(Opt::Partial);
-        let reserve_set = g.has(Opt::Reserve);
-        let reserve = g.get(Opt::Reserve).unwrap_or(0);
-        let ask = match (cost, refund) {
-            // A refund is not a request: it takes no cost, grant, reserve or penalty.
-            // Any n: a refund never goes past a fresh state, so more than the limit is all.
-            (None, Some(n)) if !partial && !reserve_set && block.is_none() => Ask::Refund(n),
-            (_, Some(_)) => return Err(ParamError::Syntax),
-            // A peek spends nothing: there is nothing to grant, reserve or penalise.
-            (Some(0), None) if partial || reserve_set || block.is_some() => {
-                return Err(ParamError::Syntax)
-            }
-            (c, None) => {
-                let c = c.unwrap_or(1);
-                // PARTIAL takes up to the cost: any cost, capped by what is available.
-                if c > limit && !partial {
-                    return Err(ParamError::CostAboveLimit(limit_name));
-                }
-                Ask::Spend(c)
-            }
-        };
-        if reserve_set && reserve >= limit {
-            return Err(ParamError::OptionBelow("RESERVE", limit_name));
-        }
-        if let Ask::Spend(c) = ask {
-            // Never admissible: refused like a cost above the limit (PARTIAL takes what fits).
-            if !partial && c.saturating_add(reserve) > limit {
-                return Err(ParamError::OptionAbove("COST plus RESERVE", limit_name));
-            }
-        }
-        Ok(Opts {
-            ask,
-            partial,
-            reserve,
-            block_ms: block.unwrap_or(0),
-            stagger: g.has(Opt::Stagger),
-            dryrun: g.has(Opt::DryRun),
-        })
-    }
-
-    /// The request these options make.
-    pub fn request(&self) -> Request {
-        Request {
-            ask: self.ask,
-            partial: self.partial,
-            reserve: self.reserve,
-            block_ms: self.block_ms,
-            commit: !self.dryrun,
         }
     }
 }
@@ -677,6 +571,7 @@ fn block_reply(d: &mut Decision, until_us: u64, now_us: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::options::{Given, Opt, Opts};
 
     /// The options `opts` (with their values) make for a rule of limit 10.
     fn opts(given: &[(Opt, u64)]) -> Result<Opts, ParamError> {

@@ -66,6 +66,8 @@ pub enum ParamError {
     AboveConfig(&'static str, u64, &'static str),
     /// Options that do not go together (`ERR syntax error`, as Redis answers them).
     Syntax,
+    /// An argument that is not an integer (`ERR value is not an integer or out of range`).
+    NotInteger,
 }
 
 /// `ceil(num / den)` for `den > 0`.

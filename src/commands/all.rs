@@ -15,10 +15,10 @@
 
 use super::rate::{parse_rule, staggered};
 use super::{reply_outcome, request, Decided};
-use crate::algos::{ALL_RULE_OPTIONS, OPTIONS};
-use crate::args::{leading_options, positive};
+use crate::args::positive;
 use crate::clock;
 use crate::error::{Error, ALL_DUPLICATE, ALL_NUMKEYS, SYNTAX};
+use crate::options::{leading_options, ALL_RULE_OPTIONS, OPTIONS};
 use crate::rm::{self, Ctx, RStr};
 use crate::rule::{Request, Rule};
 use crate::state::Algo;

@@ -4,11 +4,12 @@
 
 use super::{count, reply_outcome, run, Decided};
 use crate::algo::{slot, window, ParamError};
-use crate::args::{options, positive};
+use crate::args::positive;
 use crate::config::{
     self, ACQUIRE_MAX_LIMIT, ACQUIRE_MAX_LIMIT_NAME, LOG_MAX_LIMIT, LOG_MAX_LIMIT_NAME,
 };
 use crate::error::Error;
+use crate::options::options;
 use crate::rm::{self, Ctx, RStr};
 use crate::rule::Rule;
 use crate::state::Algo;
