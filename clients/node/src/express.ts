@@ -50,7 +50,11 @@ export function expressRateLimit(options: ExpressOptions): (req: Req, res: Res, 
     }, options.route?.(req)).then((r) => {
       if (res.headersSent) return next();
       for (const [k, v] of Object.entries(r.headers)) res.setHeader(k, v);
-      if (r.status === 200) return next();
+      if (r.status === 200) {
+        // a QUEUE limit shapes: the request proceeds at its turn
+        if (r.delayMs > 0) { setTimeout(next, r.delayMs); return undefined; }
+        return next();
+      }
       res.statusCode = r.status;
       res.setHeader('Content-Type', 'application/problem+json');
       res.end(JSON.stringify(r.body));

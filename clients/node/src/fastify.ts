@@ -42,6 +42,8 @@ function plugin(fastify: any, options: FastifyRateLimitOptions, done: Done): voi
       reply.code(r.status).type('application/problem+json').send(JSON.stringify(r.body));
       return reply;
     }
+    // a QUEUE limit shapes: the request proceeds at its turn
+    if (r.delayMs > 0) await new Promise((resolve) => { setTimeout(resolve, r.delayMs); });
     return undefined;
   });
   done();

@@ -170,6 +170,9 @@ export interface GuardOptions {
 export interface GuardResult {
   status: 200 | 429 | 503;
   headers: Record<string, string>;
+  /** Admitted by a QUEUE limit that scheduled it later: wait this many ms, then proceed
+   * (the Express middleware and the Fastify hook do). 0 otherwise. */
+  delayMs: number;
   /** The response body for 429 / 503 (an RFC 9457 problem). */
   body?: Record<string, unknown>;
   event: DecisionEvent;
@@ -349,7 +352,10 @@ export function createGuard(options: GuardOptions): Guard {
       headers: Record<string, string>, body?: Record<string, unknown>, shadowRefused = false): GuardResult => {
       const event: DecisionEvent = { ctx, outcome, shadowRefused, limits, refusedBy, durationMs: performance.now() - started };
       report(event);
-      return { status, headers, body, event };
+      const delayMs = status !== 200 ? 0 : Math.max(0, ...limits
+        .filter((o) => !o.shadow && o.source === 'redis' && o.decision?.delayMs)
+        .map((o) => o.decision!.delayMs!));
+      return { status, headers, body, event, delayMs };
     };
 
     const exempt = (options.exempt ?? []).some((m) => matches(m, ctx));

@@ -185,6 +185,24 @@ for (const [fw, serve] of [['express', expressServer], ['fastify', fastifyServer
     assert.equal(client.sent.length, 3);
   });
 
+  test(`${fw}: a QUEUE limit shapes: an admitted request proceeds after its delay_ms`, async () => {
+    // The test clock is frozen: the module schedules one request per 100 ms; the middleware
+    // waits each admitted request's delay (real time, 100 ms here) before it proceeds.
+    const base = await serve({ limiter: createLimiter(redis), logger: silent,
+      limits: [{ name: 'q', rule: { algorithm: 'queue', capacity: 2, intervalMs: 100 }, key: header('x-user') }] });
+    const timed = async () => {
+      const t0 = performance.now();
+      const r = await get(base, '/', { headers: { 'x-user': 'u' } });
+      return { status: r.status, ms: performance.now() - t0, rl: r.headers.get('RateLimit') };
+    };
+    const a = await timed();
+    const b = await timed();
+    const c = await timed();
+    assert.deepEqual([a.status, b.status, c.status], [200, 200, 429]);
+    assert.ok(b.ms >= 95, `the 2nd request waited ${b.ms} ms for its turn`);
+    assert.equal(c.rl, '"q";r=0;t=1');
+  });
+
   test(`${fw}: an error that is not Redis failing (WRONGTYPE) answers 500, never fails open`, async () => {
     await adm.set('rl:user:u', 'a string');
     const events = [];

@@ -151,6 +151,9 @@ export interface GuardOptions {
 export interface GuardResult {
     status: 200 | 429 | 503;
     headers: Record<string, string>;
+    /** Admitted by a QUEUE limit that scheduled it later: wait this many ms, then proceed
+     * (the Express middleware and the Fastify hook do). 0 otherwise. */
+    delayMs: number;
     /** The response body for 429 / 503 (an RFC 9457 problem). */
     body?: Record<string, unknown>;
     event: DecisionEvent;

@@ -183,7 +183,10 @@ export function createGuard(options) {
         const done = (status, outcome, limits, headers, body, shadowRefused = false) => {
             const event = { ctx, outcome, shadowRefused, limits, refusedBy, durationMs: performance.now() - started };
             report(event);
-            return { status, headers, body, event };
+            const delayMs = status !== 200 ? 0 : Math.max(0, ...limits
+                .filter((o) => !o.shadow && o.source === 'redis' && o.decision?.delayMs)
+                .map((o) => o.decision.delayMs));
+            return { status, headers, body, event, delayMs };
         };
         const exempt = (options.exempt ?? []).some((m) => matches(m, ctx));
         const specs = exempt ? false : limitsFor(ctx, route);
