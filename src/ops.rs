@@ -164,14 +164,19 @@ pub fn throttle(
 pub fn stays_storable(s: &State, w: &Write) -> Result<State, String> {
     let mut after = s.clone();
     w.run(&mut after);
-    let enc = after.encode();
-    match State::decode(enc.as_slice()) {
-        Ok(back) if back == after => Ok(after),
-        Ok(back) => Err(format!(
-            "{w:?} on {s:?} gave {after:?}, decoded as {back:?}"
-        )),
-        Err(e) => Err(format!("{w:?} on {s:?} gave {after:?}, refused: {e:?}")),
+    // The codec's form (RDB, DUMP) and the effect's (RL._APPLY) alike.
+    for enc in [after.encode(), after.encode_effect()] {
+        match State::decode(enc.as_slice()) {
+            Ok(back) if back == after => {}
+            Ok(back) => {
+                return Err(format!(
+                    "{w:?} on {s:?} gave {after:?}, decoded as {back:?}"
+                ))
+            }
+            Err(e) => return Err(format!("{w:?} on {s:?} gave {after:?}, refused: {e:?}")),
+        }
     }
+    Ok(after)
 }
 
 #[cfg(test)]
