@@ -20,6 +20,8 @@ pub mod algo;
 pub mod algos;
 #[path = "../../src/ops.rs"]
 pub mod ops;
+#[path = "../../src/options.rs"]
+pub mod options;
 #[path = "../../src/replay.rs"]
 pub mod replay;
 #[path = "../../src/rule.rs"]
@@ -158,7 +160,7 @@ pub fn bound_ms(r: &Rule, before: &State) -> u64 {
 /// window (its start), a log (its newest entry) or leases (the last token's ms); `now` for
 /// the GCRA family (its admissions are always decided at `now`).
 pub fn own_us(s: &State, now: u64) -> u64 {
-    match s {
+    match s.unblocked() {
         State::Sliding(w) | State::Fixed(w) => now.max(w.counters.start_ms * US_PER_MS),
         State::Log(l) => l.log.entries().back().map_or(now, |b| b.max(now)),
         State::Concurrency(c) => now.max(c.leases.last.ms.saturating_mul(US_PER_MS)),
@@ -168,6 +170,7 @@ pub fn own_us(s: &State, now: u64) -> u64 {
 
 /// The clock reads earlier than the key's own time (replies then count the catch-up).
 pub fn behind(s: &State, now: u64) -> bool {
+    let s = s.unblocked();
     match s {
         State::Gcra(b) | State::TokenBucket(b) | State::Queue(b) => {
             let p = &b.params;
