@@ -152,7 +152,8 @@ compare: build
 # SET PX, the floor module (bench/floor/floor.c), every RL.* rate command, CL.THROTTLE and
 # the Lua scripts of bench/lua/ (admitted and refused path), redis-cell's CL.THROTTLE when
 # CELL_SO=/path/libredis_cell.so is given; memory per caller on Redis 7.0 and Valkey 9;
-# then bench/instructions.sh and bench/growth.py, whose tables end the report.
+# then bench/instructions.sh (with bench/issue25.py) and bench/growth.py, whose tables end
+# the report.
 # Measured on this 2-core machine shared with other work (load 8 to 16): 39 min, of which
 # memory 19, timings 10, instructions 6.5, growth 3.5; `make bench QUICK=1` 15 min.
 # Writes bench/results/<date>-<server>.{txt,json}, bench.png, instructions.txt, growth.txt
@@ -162,6 +163,8 @@ CELL_FLAG  = $(if $(CELL_SO), --cell-so $(CELL_SO))
 
 # Instructions per call under callgrind, each command vs INCR, SET PX, the floor and its Lua
 # script: stable on a noisy machine (~6 min here under load). Writes bench/results/instructions.txt.
+# Then issue 25's hot-path ratios against their targets (bench/issue25.py, ~1 min idle; alone:
+# python3 bench/issue25.py [--quick]), written to bench/results/issue25.txt.
 .PHONY: instructions
 instructions: build
 	CELL_SO="$(CELL_SO)" bash bench/instructions.sh

@@ -25,7 +25,8 @@ What it does, in one run:
    written by the commands and scripts themselves, looped inside the server (EVALSHA of
    a small wrapper), with periods of an hour so nothing expires.
 4. Instructions per call under callgrind: runs bench/instructions.sh (every command against
-   INCR, SET PX and the floor) and bench/growth.py (RL.LOG and RL.ACQUIRE at limits 10 to
+   INCR, SET PX and the floor, then bench/issue25.py: issue 25's hot-path ratios and their
+   targets) and bench/growth.py (RL.LOG and RL.ACQUIRE at limits 10 to
    10,000, AOF off and on, bytes replicated and appended per request) after the timed
    runs, and appends their tables to the report (--no-instructions, --no-growth skip them).
 5. Prints the tables, writes bench/results/<date>-<server>.txt and .json, and draws
@@ -776,7 +777,7 @@ def build_report(meta, cases, summ, runs, mem, targets):
     L.append("== checks")
     for line in meta["checks"]:
         L.append(f"   {line}")
-    for what in ("instructions", "growth"):
+    for what in ("instructions", "issue25", "growth"):
         if meta.get(f"{what}_table"):
             L.append("")
             L.append(meta[f"{what}_table"])
@@ -1101,6 +1102,9 @@ def main():
             if r.returncode != 0:
                 die(f"{what} failed (exit {r.returncode})")
             meta[f"{what}_table"] = (out / out_file).read_text().rstrip()
+            issue25 = out / f"issue25{suffix}.txt"  # written by instructions.sh (bench/issue25.py)
+            if what == "instructions" and issue25.is_file() and issue25.stat().st_mtime >= t:
+                meta["issue25_table"] = issue25.read_text().rstrip()
             meta[f"{what}_seconds"] = time.time() - t
         meta["total_seconds"] = time.time() - t_start
 

@@ -20,7 +20,10 @@
 # SET PX and the floor are always measured). The redis-cell row (only with CELL_SO) runs
 # redis-cell's module in a server of its own: this module registers CL.THROTTLE too.
 #
-# Writes the table to stdout and to bench/results/instructions.txt.
+# Writes the table to stdout and to bench/results/instructions.txt. Then, when no words are
+# given, runs bench/issue25.py (issue 25's hot-path figures, each a ratio measured in the same
+# run, against its target; about 1 min idle, N calls per figure) into issue25.txt beside OUT
+# (issue25-quick.txt when OUT is instructions-quick.txt); ISSUE25=0 skips it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODULE=${MODULE:-$PWD/target/release/libredis_ratelimit.so}
@@ -37,6 +40,9 @@ fi
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# A private copy: the module may be rebuilt while this runs.
+cp "$MODULE" "$tmp/libredis_ratelimit.so"
+MODULE=$tmp/libredis_ratelimit.so
 
 # The floor (bench/floor/floor.c): what the module API forces on a rate command, built
 # against the redismodule.h that the redis-module crate ships (bench/floor/build.sh).
@@ -157,3 +163,12 @@ ratio() { if [ -n "$2" ]; then awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a 
     echo "cell CL.THROTTLE: redis-cell's CL.THROTTLE, from $CELL_SO (sha256 $(sha256sum "$CELL_SO" | cut -c1-16)), in a server of its own"
   fi
 } | tee "$OUT"
+
+# Issue 25's table (bench/issue25.py): its own servers, the same module and N.
+if [ ${#filter[@]} -eq 0 ] && [ "${ISSUE25:-1}" != 0 ]; then
+  base=$(basename "$OUT" .txt)
+  suffix=${base#instructions}
+  [[ $suffix == -quick ]] || suffix=
+  echo "==> instructions: bench/issue25.py (issue 25's ratios, N=$N)" >&2
+  python3 bench/issue25.py --module "$MODULE" -n "$N" --file "$(dirname "$OUT")/issue25$suffix.txt"
+fi
