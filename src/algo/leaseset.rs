@@ -3,8 +3,14 @@
 //!
 //! Two forms, like Redis's sorted sets (listpack, then skiplist):
 //! - small (at most [`SMALL_MAX`] leases, every token's seq below 2^19): one vector of
-//!   16-byte entries `[expiry_us, ms << 19 | seq]` in token order. Every operation is a
-//!   scan or a binary search of at most [`SMALL_MAX`] entries: a bounded constant.
+//!   16-byte entries `[expiry_us, ms << 19 | seq]` in expiry order (then token), as the
+//!   large form's tree: live count, earliest and latest live expiry are a binary search or
+//!   an end of the vector, and a purge drops a prefix; so a grant on a full key, which
+//!   purges one lease and appends one, costs the same at 10 leases as at 100. Finding a
+//!   token (RELEASE, RENEW) is a binary search when expiry and token orders agree (every
+//!   lease of the same length), else a scan: at most [`SMALL_MAX`] entries, a bounded
+//!   constant. [`LeaseSet::iter`] still yields token order (a sort of at most
+//!   [`SMALL_MAX`] entries: encodings, not the hot path).
 //! - large: an arena of treap nodes keyed by `(expiry_us, token, node)` with subtree
 //!   sizes (an order-statistic tree: live count, earliest and latest live expiry are one
 //!   walk from the root, whatever the number of expired leases not yet purged), and the
@@ -79,7 +85,7 @@ pub struct LeaseSet(Repr);
 
 #[derive(Debug, Clone)]
 enum Repr {
-    /// Entries `[expiry_us, packed token]` in token order.
+    /// Entries `[expiry_us, packed token]` in expiry order, then token order.
     Small(Vec<[u64; 2]>),
     Large(Box<Large>),
 }
@@ -103,7 +109,7 @@ impl Eq for LeaseSet {}
 pub struct Iter<'a>(IterRepr<'a>);
 
 enum IterRepr<'a> {
-    Small(std::slice::Iter<'a, [u64; 2]>),
+    Small(std::vec::IntoIter<[u64; 2]>),
     Large(&'a Large, std::slice::Iter<'a, u32>),
 }
 
@@ -112,7 +118,7 @@ impl Iterator for Iter<'_> {
 
     fn next(&mut self) -> Option<Lease> {
         match &mut self.0 {
-            IterRepr::Small(it) => it.next().map(unpack),
+            IterRepr::Small(it) => it.next().as_ref().map(unpack),
             IterRepr::Large(l, it) => it.find_map(|&i| l.live_node(i).map(Node::lease)),
         }
     }
@@ -131,7 +137,8 @@ impl LeaseSet {
         } else {
             None
         };
-        if let Some(v) = small {
+        if let Some(mut v) = small {
+            v.sort_unstable();
             return Some(LeaseSet(Repr::Small(v)));
         }
         let mut large = Large::default();
@@ -158,7 +165,11 @@ impl LeaseSet {
     /// The leases in token order.
     pub fn iter(&self) -> Iter<'_> {
         match &self.0 {
-            Repr::Small(v) => Iter(IterRepr::Small(v.iter())),
+            Repr::Small(v) => {
+                let mut by_token = v.clone();
+                by_token.sort_unstable_by_key(|e| (e[1], e[0]));
+                Iter(IterRepr::Small(by_token.into_iter()))
+            }
             Repr::Large(l) => Iter(IterRepr::Large(l, l.by_token.iter())),
         }
     }
@@ -186,7 +197,8 @@ impl LeaseSet {
             .filter_map(|&i| l.live_node(i))
             .map(|n| pack_token(n.token).map(|t| [n.expiry_us, t]))
             .collect();
-        if let Some(v) = small {
+        if let Some(mut v) = small {
+            v.sort_unstable();
             self.0 = Repr::Small(v);
         }
     }
@@ -213,21 +225,21 @@ impl LeaseSet {
 impl Held for LeaseSet {
     fn count_live(&self, at_us: u64) -> u64 {
         match &self.0 {
-            Repr::Small(v) => v.iter().filter(|e| e[0] > at_us).count() as u64,
+            Repr::Small(v) => (v.len() - small_expired(v, at_us)) as u64,
             Repr::Large(l) => l.count_after(at_us),
         }
     }
 
     fn first_live(&self, at_us: u64) -> Option<u64> {
         match &self.0 {
-            Repr::Small(v) => v.iter().map(|e| e[0]).filter(|&e| e > at_us).min(),
+            Repr::Small(v) => v.get(small_expired(v, at_us)).map(|e| e[0]),
             Repr::Large(l) => l.first_after(at_us),
         }
     }
 
     fn last_expiry(&self) -> Option<u64> {
         match &self.0 {
-            Repr::Small(v) => v.iter().map(|e| e[0]).max(),
+            Repr::Small(v) => v.last().map(|e| e[0]),
             Repr::Large(l) => l.last(),
         }
     }
@@ -246,11 +258,12 @@ impl Held for LeaseSet {
     fn insert(&mut self, lease: Lease) {
         if let Repr::Small(v) = &mut self.0 {
             if let (Some(t), true) = (pack_token(lease.token), v.len() < SMALL_MAX) {
-                let at = v.partition_point(|e| e[1] <= t);
+                let entry = [lease.expiry_us, t];
+                let at = v.partition_point(|e| *e <= entry);
                 if v.len() == v.capacity() {
                     v.reserve_exact(small_capacity(v.len() + 1) - v.len());
                 }
-                v.insert(at, [lease.expiry_us, t]);
+                v.insert(at, entry);
                 return;
             }
             let mut large = Large::default();
@@ -281,9 +294,18 @@ impl Held for LeaseSet {
 
     fn set_expiry(&mut self, token: Token, expiry_us: u64) -> bool {
         match &mut self.0 {
-            Repr::Small(v) => match small_find(v, token).and_then(|i| v.get_mut(i)) {
-                Some(e) => {
-                    e[0] = expiry_us;
+            Repr::Small(v) => match small_find(v, token) {
+                Some(i) => {
+                    // Moved to its place in expiry order (within the vector: no allocation).
+                    let entry = [expiry_us, v[i][1]];
+                    let to = v.partition_point(|e| *e < entry);
+                    if to > i {
+                        v[i..to].rotate_left(1);
+                        v[to - 1] = entry;
+                    } else {
+                        v[to..=i].rotate_right(1);
+                        v[to] = entry;
+                    }
                     true
                 }
                 None => false,
@@ -294,17 +316,30 @@ impl Held for LeaseSet {
 
     fn purge(&mut self, at_us: u64) {
         match &mut self.0 {
-            Repr::Small(v) => v.retain(|e| e[0] > at_us),
+            Repr::Small(v) => {
+                let k = small_expired(v, at_us);
+                v.drain(..k);
+            }
             Repr::Large(l) => l.purge(at_us),
         }
         self.maybe_shrink();
     }
 }
 
-/// The index of the small entry with `token`.
+/// How many small entries expired at `at_us` (they lead the vector).
+#[inline]
+fn small_expired(v: &[[u64; 2]], at_us: u64) -> usize {
+    v.partition_point(|e| e[0] <= at_us)
+}
+
+/// The index of the small entry with `token`: a binary search by token (right whenever
+/// the tokens are in order too, as when every lease has the same length), else a scan.
 fn small_find(v: &[[u64; 2]], token: Token) -> Option<usize> {
     let t = pack_token(token)?;
-    v.binary_search_by_key(&t, |e| e[1]).ok()
+    match v.binary_search_by_key(&t, |e| e[1]) {
+        Ok(i) => Some(i),
+        Err(_) => v.iter().position(|e| e[1] == t),
+    }
 }
 
 /// A lease in the large store's tree; `size` 0 once out of it (a tombstone or free).
