@@ -135,9 +135,9 @@ test('authenticated request: user and org in one RL.ALL under one hash tag', asy
   const res = await get('/', auth('alice-token'));
   assert.equal(res.status, 200);
   // user: GCRA 3 1 1500, next unit back in 1.5 s; org: SLIDING 4 60000, one unit in the
-  // current window: back at the end of the next one
+  // current window: t is that window's end (60 s), where its count starts to age out
   assert.deepEqual(hdrs(res), {
-    'RateLimit-Policy': '"user";q=3;w=5, "org";q=4;w=60', RateLimit: '"user";r=2;t=2, "org";r=3;t=120', 'Retry-After': null,
+    'RateLimit-Policy': '"user";q=3;w=5, "org";q=4;w=60', RateLimit: '"user";r=2;t=2, "org";r=3;t=60', 'Retry-After': null,
   });
   assert.match(await admin.info('commandstats'), /cmdstat_rl\.all:calls=1,/);
   assert.deepEqual((await admin.keys('rl:*')).sort(), [ACME, ALICE]);
@@ -164,8 +164,9 @@ test('org limit runs out: 429 for the org, the user quota untouched', async () =
   assert.equal(res.status, 429);
   assert.deepEqual(JSON.parse(res.text)['violated-policies'], ['org']);
   // previous 0, current 4 at the window start: room once 4 * (1 - f) + 1 <= 4, at 75 s
+  // (Retry-After, the module's retry_after_ms); the org's t is clamped to its w = 60
   assert.deepEqual(hdrs(res), {
-    'RateLimit-Policy': '"user";q=3;w=5, "org";q=4;w=60', RateLimit: '"user";r=1;t=2, "org";r=0;t=75', 'Retry-After': '75',
+    'RateLimit-Policy': '"user";q=3;w=5, "org";q=4;w=60', RateLimit: '"user";r=1;t=2, "org";r=0;t=60', 'Retry-After': '75',
   });
   const [allowed, , remaining] = await admin.call('RL.GCRA', ALICE, 3, 1, 1500, 'DRYRUN');
   assert.deepEqual([allowed, remaining], [1, 0]); // one unit left (the dry run counts itself)
