@@ -161,11 +161,13 @@ for (const [fw, serve] of [['express', expressServer], ['fastify', fastifyServer
     assert.ok(!(events[0].limits[0].error instanceof CircuitOpenError));
     // within breakerMs (default 1000): nothing sent, each limit on its failure path at once
     now = 999;
-    r = await as({ 'x-user': 'u', 'x-org': 'o' });
+    r = await as({ 'x-user': 'w', 'x-org': 'o' });
     assert.equal(r.status, 503);
     assert.equal(r.headers.get('Retry-After'), '1');
-    r = await as({ 'x-user': 'u' });
-    assert.equal(r.status, 429); // the fallback's own limit of 1
+    assert.deepEqual(JSON.parse(r.body_)['violated-policies'], ['closed']);
+    r = await as({ 'x-user': 'u', 'x-org': 'o' });
+    assert.equal(r.status, 429, 'a refusal (the fallback\'s own limit of 1) wins over 503');
+    assert.deepEqual(JSON.parse(r.body_)['violated-policies'], ['mem']);
     assert.equal(client.sent.length, 1);
     assert.ok(events.slice(1).every((e) => e.limits.every((l) => l.error instanceof CircuitOpenError)));
     assert.deepEqual(events[1].limits.map((l) => l.source), ['failed-open', 'failed-closed', 'fallback']);

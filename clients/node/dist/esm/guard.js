@@ -22,6 +22,7 @@ export function isUnavailable(err) {
     return !/^(ERR|WRONGTYPE|CROSSSLOT|NOSCRIPT|EXECABORT|NOPERM)\b/.test(m);
 }
 const QUOTA_EXCEEDED = 'https://iana.org/assignments/http-problem-types#quota-exceeded';
+const REDUCED_CAPACITY = 'https://iana.org/assignments/http-problem-types#temporary-reduced-capacity';
 function matches(m, ctx) {
     if (typeof m === 'function')
         return m(ctx);
@@ -195,26 +196,29 @@ export function createGuard(options) {
         const planned = await plan(ctx, specs);
         if (!planned.length)
             return done(200, 'exempt', [], {});
-        // Enforced limits in one RL.ALL (atomic) or one command each; shadow limits on their own
-        // so that a shadow refusal never stops an enforced limit from spending, and vice versa.
-        // Enforced limits with a block (RL.ALL takes no BLOCK) each in their own command, after
-        // the others admitted.
+        // Enforced limits in one RL.ALL (atomic) or one command each; shadow limits in another
+        // (as they would be decided if enforced), so that a shadow refusal never stops an
+        // enforced limit from spending, and vice versa. Limits with a block (RL.ALL takes no
+        // BLOCK) each in their own command; an enforced one only after the others admitted.
         const enforced = planned.filter((p) => !p.shadow && p.spec.blockMs === undefined);
+        const shadows = planned.filter((p) => p.shadow && p.spec.blockMs === undefined);
         const blocking = planned.filter((p) => !p.shadow && p.spec.blockMs !== undefined);
         const groups = [];
-        if (atomic && enforced.length > 1)
-            groups.push(enforced);
-        else
-            for (const p of enforced)
-                groups.push([p]);
+        for (const g of [enforced, shadows]) {
+            if (atomic && g.length > 1)
+                groups.push(g);
+            else
+                for (const p of g)
+                    groups.push([p]);
+        }
         for (const p of planned)
-            if (p.shadow)
+            if (p.shadow && p.spec.blockMs !== undefined)
                 groups.push([p]);
         const outcomes = [];
         const collect = (gs, settled) => {
             gs.forEach((group, gi) => {
                 const s = settled[gi];
-                if (s.ok && s.refusedBy !== undefined)
+                if (s.ok && s.refusedBy !== undefined && !group[0].shadow)
                     refusedBy = s.refusedBy;
                 group.forEach((p, i) => {
                     const base = { name: p.spec.name, key: p.key, cost: p.cost, shadow: p.shadow };
@@ -234,8 +238,9 @@ export function createGuard(options) {
             });
         };
         collect(groups, await Promise.all(groups.map(send)));
-        const stopped = () => outcomes.some((o) => !o.shadow
-            && (o.source === 'failed-closed' || (o.decision !== undefined && !o.decision.allowed)));
+        // A limit that could not be checked does not stop the block limits (the module did not
+        // refuse the request); a refusal by the module does.
+        const stopped = () => outcomes.some((o) => !o.shadow && o.source === 'redis' && !o.decision.allowed);
         if (blocking.length && !stopped()) {
             const bgroups = blocking.map((p) => [p]);
             collect(bgroups, await Promise.all(bgroups.map(send)));
@@ -254,12 +259,7 @@ export function createGuard(options) {
             .filter((o) => !o.shadow && o.decision)
             .map((o) => ({ name: o.name, rule: rule(o, planned), decision: o.decision }));
         const headers = rateLimitHeaders(items, headerOpts);
-        if (outcomes.some((o) => o.source === 'failed-closed')) {
-            const h = { 'Retry-After': '1' };
-            return done(503, 'unavailable', ordered, h, {
-                type: 'about:blank', title: 'Rate limiter unavailable', status: 503,
-            }, shadowRefused);
-        }
+        // A refusal wins over an unavailable limit (429 with its Retry-After, not 503).
         const refused = ordered.filter((o) => !o.shadow && o.decision && !o.decision.allowed);
         if (refused.length) {
             return done(429, 'refused', ordered, headers, {
@@ -267,6 +267,13 @@ export function createGuard(options) {
                 title: 'Request cannot be satisfied as assigned quota has been exceeded',
                 status: 429,
                 'violated-policies': refused.map((o) => o.name),
+            }, shadowRefused);
+        }
+        const closed = ordered.filter((o) => o.source === 'failed-closed');
+        if (closed.length) {
+            return done(503, 'unavailable', ordered, { 'Retry-After': '1' }, {
+                type: REDUCED_CAPACITY, title: 'Rate limiter unavailable', status: 503,
+                'violated-policies': closed.map((o) => o.name),
             }, shadowRefused);
         }
         return done(200, 'allowed', ordered, headers, undefined, shadowRefused);
