@@ -112,14 +112,20 @@ export class CircuitOpenError extends Error {
   constructor() { super('redis-ratelimit: Redis failed recently, not asked (breakerMs)'); }
 }
 
+// Server error replies that mean the server cannot serve now (the Python package's list; a
+// refused authentication is a connection failure there too).
+const UNAVAILABLE_REPLIES = new Set(['OOM', 'LOADING', 'READONLY', 'MASTERDOWN', 'BUSY', 'CLUSTERDOWN',
+  'TRYAGAIN', 'NOREPLICAS', 'NOAUTH', 'WRONGPASS']);
+
 /** Whether an error means "Redis cannot answer" (connection lost or refused, timeout, the
  * server out of memory, loading, read-only, busy, a cluster reconfiguring): the limit takes
- * its failure path. Any other error (a wrong argument or type, `ERR ...`, `WRONGTYPE`) is a
- * bug in the configuration and propagates (the framework answers 500). */
+ * its failure path. Any other error reply of the server (`ERR ...`, `WRONGTYPE`, ...: a bug
+ * in the configuration) and an invalid argument propagate (the framework answers 500). */
 export function isUnavailable(err: unknown): boolean {
   if (err instanceof TypeError || err instanceof RangeError) return false;
   const m = err instanceof Error ? err.message : String(err);
-  return !/^(ERR|WRONGTYPE|CROSSSLOT|NOSCRIPT|EXECABORT|NOPERM)\b/.test(m);
+  const code = /^([A-Z][A-Z_]+)(?: |$)/.exec(m);
+  return !code || UNAVAILABLE_REPLIES.has(code[1]);
 }
 
 export interface GuardOptions {

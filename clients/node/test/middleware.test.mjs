@@ -222,10 +222,14 @@ for (const [fw, serve] of [['express', expressServer], ['fastify', fastifyServer
 test('isUnavailable: connection errors, timeouts and server states yes; ERR and WRONGTYPE no', () => {
   for (const m of ['connect ECONNREFUSED 127.0.0.1:6379', 'Connection is closed.', 'OOM command not allowed',
     'LOADING Redis is loading the dataset in memory', 'READONLY You can\'t write against a read only replica.',
-    'CLUSTERDOWN The cluster is down', 'redis-ratelimit: no reply within 50 ms']) {
+    'CLUSTERDOWN The cluster is down', 'BUSY Redis is busy running a script', 'NOAUTH Authentication required.',
+    'redis-ratelimit: no reply within 50 ms', 'Stream isn\'t writeable and enableOfflineQueue options is false',
+    'The client is closed', 'Reached the max retries per request limit (which is 0)']) {
     assert.equal(isUnavailable(new Error(m)), true, m);
   }
-  for (const m of ['ERR syntax error', 'WRONGTYPE Operation against a key holding the wrong kind of value']) {
+  // the Python package's list: any other error reply propagates
+  for (const m of ['ERR syntax error', 'WRONGTYPE Operation against a key holding the wrong kind of value',
+    'NOPERM this user has no permissions', 'MISCONF Redis is configured to save RDB snapshots']) {
     assert.equal(isUnavailable(new Error(m)), false, m);
   }
   assert.equal(isUnavailable(new TypeError('redis-ratelimit: burst must be an integer')), false);

@@ -95,8 +95,8 @@ export declare class CircuitOpenError extends Error {
 }
 /** Whether an error means "Redis cannot answer" (connection lost or refused, timeout, the
  * server out of memory, loading, read-only, busy, a cluster reconfiguring): the limit takes
- * its failure path. Any other error (a wrong argument or type, `ERR ...`, `WRONGTYPE`) is a
- * bug in the configuration and propagates (the framework answers 500). */
+ * its failure path. Any other error reply of the server (`ERR ...`, `WRONGTYPE`, ...: a bug
+ * in the configuration) and an invalid argument propagate (the framework answers 500). */
 export declare function isUnavailable(err: unknown): boolean;
 export interface GuardOptions {
     limiter: Limiter;

@@ -17,15 +17,20 @@ class CircuitOpenError extends Error {
     constructor() { super('redis-ratelimit: Redis failed recently, not asked (breakerMs)'); }
 }
 exports.CircuitOpenError = CircuitOpenError;
+// Server error replies that mean the server cannot serve now (the Python package's list; a
+// refused authentication is a connection failure there too).
+const UNAVAILABLE_REPLIES = new Set(['OOM', 'LOADING', 'READONLY', 'MASTERDOWN', 'BUSY', 'CLUSTERDOWN',
+    'TRYAGAIN', 'NOREPLICAS', 'NOAUTH', 'WRONGPASS']);
 /** Whether an error means "Redis cannot answer" (connection lost or refused, timeout, the
  * server out of memory, loading, read-only, busy, a cluster reconfiguring): the limit takes
- * its failure path. Any other error (a wrong argument or type, `ERR ...`, `WRONGTYPE`) is a
- * bug in the configuration and propagates (the framework answers 500). */
+ * its failure path. Any other error reply of the server (`ERR ...`, `WRONGTYPE`, ...: a bug
+ * in the configuration) and an invalid argument propagate (the framework answers 500). */
 function isUnavailable(err) {
     if (err instanceof TypeError || err instanceof RangeError)
         return false;
     const m = err instanceof Error ? err.message : String(err);
-    return !/^(ERR|WRONGTYPE|CROSSSLOT|NOSCRIPT|EXECABORT|NOPERM)\b/.test(m);
+    const code = /^([A-Z][A-Z_]+)(?: |$)/.exec(m);
+    return !code || UNAVAILABLE_REPLIES.has(code[1]);
 }
 const QUOTA_EXCEEDED = 'https://iana.org/assignments/http-problem-types#quota-exceeded';
 const REDUCED_CAPACITY = 'https://iana.org/assignments/http-problem-types#temporary-reduced-capacity';
