@@ -116,6 +116,25 @@ for (const [fw, serve] of [['express', expressServer], ['fastify', fastifyServer
     assert.equal(await adm.exists('rl:login:192.0.2.2'), 0);
   });
 
+  test(`${fw}: two blockMs limits: one after the other, the second not asked when the first refuses`, async () => {
+    const client = recordingClient();
+    const base = await serve({
+      limiter: createLimiter(client), logger: silent,
+      limits: [{ name: 'ip', rule: fixed(1, 60000), key: header('x-ip'), blockMs: 600_000 },
+        { name: 'account', rule: fixed(3, 60000), key: header('x-account'), blockMs: 900_000 }],
+    });
+    const login = (ip, account) => get(base, '/', { headers: { 'x-ip': ip, 'x-account': account } });
+    assert.equal((await login('192.0.2.1', 'a')).status, 200);
+    assert.deepEqual(client.sent, ['RL.FIXED', 'RL.FIXED']);
+    client.sent.length = 0;
+    const r = await login('192.0.2.1', 'b'); // the IP refuses (and blocks): the account is not asked
+    assert.equal(r.status, 429);
+    assert.equal(r.headers.get('Retry-After'), '600');
+    assert.equal(r.headers.get('RateLimit'), '"ip";r=0;t=60');
+    assert.deepEqual(client.sent, ['RL.FIXED']);
+    assert.equal(await adm.exists('rl:account:b'), 0);
+  });
+
   test(`${fw}: mounted under /api, routes and exemptions match the path below the mount`, async () => {
     const base = await serve({
       limiter: createLimiter(redis), logger: silent,

@@ -246,9 +246,12 @@ export function createGuard(options) {
         // A limit that could not be checked does not stop the block limits (the module did not
         // refuse the request); a refusal by the module does.
         const stopped = () => outcomes.some((o) => !o.shadow && o.source === 'redis' && !o.decision.allowed);
-        if (blocking.length && !stopped()) {
-            const bgroups = blocking.map((p) => [p]);
-            collect(bgroups, await Promise.all(bgroups.map(send)));
+        // One after the other, in the limits' order: a block limit that refuses keeps the next
+        // ones from being asked (and from blocking too).
+        for (const p of blocking) {
+            if (stopped())
+                break;
+            collect([[p]], [await send([p])]);
         }
         for (const o of outcomes) {
             if (o.error !== undefined && !(o.error instanceof CircuitOpenError)) {
