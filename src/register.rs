@@ -173,7 +173,7 @@ fn key_specs(keys: Keys) -> Option<Box<[raw::RedisModuleCommandKeySpec; 2]>> {
             raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_UPDATE
         }
         Keys::Read => raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS,
-        Keys::Overwrite => raw::REDISMODULE_CMD_KEY_OW | raw::REDISMODULE_CMD_KEY_UPDATE,
+        Keys::Pairs => raw::REDISMODULE_CMD_KEY_OW | raw::REDISMODULE_CMD_KEY_UPDATE,
     };
     let mut spec = rm::blank_key_spec();
     spec.flags = u64::from(flags);
@@ -186,8 +186,10 @@ fn key_specs(keys: Keys) -> Option<Box<[raw::RedisModuleCommandKeySpec; 2]>> {
         spec.fk.keynum.keystep = 1;
     } else {
         spec.find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
-        spec.fk.range.lastkey = 0;
-        spec.fk.range.keystep = 1;
+        // One key, or (`Pairs`) every other argument to the last.
+        let pairs = matches!(keys, Keys::Pairs);
+        spec.fk.range.lastkey = if pairs { -1 } else { 0 };
+        spec.fk.range.keystep = if pairs { 2 } else { 1 };
         spec.fk.range.limit = 0;
     }
     Some(Box::new([spec, rm::blank_key_spec()]))
@@ -241,6 +243,7 @@ pub fn register(ctx: Ctx) -> Result<(), String> {
         let (first, last, step) = match c.kind.keys {
             Keys::None => (0, 0, 0),
             Keys::Counted => (2, -1, 1),
+            Keys::Pairs => (1, -1, 2),
             _ => (1, 1, 1),
         };
         if !rm::create_command(ctx, c.name, c.func, c.kind.flags, (first, last, step)) {

@@ -205,6 +205,60 @@ pub fn replicate_key_bytes(ctx: Ctx, cmd: &CStr, key: &RStr, payload: &[u8]) {
     ) else ERR);
 }
 
+/// Propagates `cmd k1 p1 k2 p2` (`RedisModule_Replicate`, "sbsb"): one effect for two keys.
+pub fn replicate_pairs2(ctx: Ctx, cmd: &CStr, k: [&RStr; 2], p: [&[u8]; 2]) {
+    api!(RedisModule_Replicate(
+        ctx,
+        cmd.as_ptr(),
+        c"sbsb".as_ptr(),
+        k[0].0,
+        p[0].as_ptr(),
+        p[0].len(),
+        k[1].0,
+        p[1].as_ptr(),
+        p[1].len()
+    ) else ERR);
+}
+
+/// Propagates `cmd k1 p1 k2 p2 k3 p3` (`RedisModule_Replicate`, "sbsbsb").
+pub fn replicate_pairs3(ctx: Ctx, cmd: &CStr, k: [&RStr; 3], p: [&[u8]; 3]) {
+    api!(RedisModule_Replicate(
+        ctx,
+        cmd.as_ptr(),
+        c"sbsbsb".as_ptr(),
+        k[0].0,
+        p[0].as_ptr(),
+        p[0].len(),
+        k[1].0,
+        p[1].as_ptr(),
+        p[1].len(),
+        k[2].0,
+        p[2].as_ptr(),
+        p[2].len()
+    ) else ERR);
+}
+
+/// Propagates `cmd k1 p1 ... k4 p4` (`RedisModule_Replicate`, "sbsbsbsb").
+pub fn replicate_pairs4(ctx: Ctx, cmd: &CStr, k: [&RStr; 4], p: [&[u8]; 4]) {
+    api!(RedisModule_Replicate(
+        ctx,
+        cmd.as_ptr(),
+        c"sbsbsbsb".as_ptr(),
+        k[0].0,
+        p[0].as_ptr(),
+        p[0].len(),
+        k[1].0,
+        p[1].as_ptr(),
+        p[1].len(),
+        k[2].0,
+        p[2].as_ptr(),
+        p[2].len(),
+        k[3].0,
+        p[3].as_ptr(),
+        p[3].len()
+    ) else ERR);
+}
+
 /// Propagates the call itself, as the client sent it (`RedisModule_ReplicateVerbatim`):
 /// only for a call that already is an effect (`RL._APPLY`).
 pub fn replicate_verbatim(ctx: Ctx) {

@@ -17,8 +17,9 @@ pub enum Keys {
     Update,
     /// Read-only access.
     Read,
-    /// Overwrites the value.
-    Overwrite,
+    /// `key payload [key payload ...]` from argument 1: every other argument a key, whose
+    /// value is overwritten (RL._APPLY).
+    Pairs,
     /// `numkeys key [key ...]` from argument 1, read-write.
     Counted,
 }
@@ -52,7 +53,7 @@ const MANY: Kind = Kind::new(
 );
 const READ: Kind = Kind::new(c"readonly fast", Keys::Read, c"read fast");
 const NO_KEY: Kind = Kind::new(c"fast", Keys::None, c"fast");
-const INTERNAL: Kind = Kind::new(c"write", Keys::Overwrite, c"write");
+const INTERNAL: Kind = Kind::new(c"write", Keys::Pairs, c"write");
 
 /// One argument in `COMMAND DOCS`.
 #[derive(Clone, Copy)]
@@ -201,7 +202,7 @@ commands! {
                 Arg::Word(c"REAL"),
             ],
         )];
-    Apply: c"rl._apply" => apply::apply, INTERNAL, 3,
+    Apply: c"rl._apply" => apply::apply, INTERNAL, -3,
         c"Internal: applies a replicated state (primary link and AOF only)",
         c"O(N) where N is the size of the state",
         &[Arg::Key(c"key"), Arg::Str(c"payload")];

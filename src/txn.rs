@@ -10,7 +10,7 @@
 use crate::clock as mclock;
 use crate::datatype::{self, Held, Pending, Slot};
 use crate::error::{Error, STORE, WRONGTYPE};
-use crate::propagate;
+use crate::propagate::{self, Batch};
 use crate::rm::{self, Ctx, Key, RStr};
 use crate::state::{Algo, Encoded, State};
 
@@ -113,6 +113,20 @@ impl<'a> Txn<'a> {
         fresh: impl FnOnce() -> Option<State>,
         decide: impl FnOnce(&mut State) -> (T, Option<Written>),
     ) -> Result<Option<T>, Error> {
+        self.decide_in(algo, other, fresh, decide, None)
+    }
+
+    /// [`Txn::decide`], with the effect added to `batch` when there is one (sent with the
+    /// call's other effects) instead of propagated at once.
+    #[inline]
+    pub fn decide_in<T>(
+        &mut self,
+        algo: Algo,
+        other: Other<'_>,
+        fresh: impl FnOnce() -> Option<State>,
+        decide: impl FnOnce(&mut State) -> (T, Option<Written>),
+        batch: Option<&mut Batch<'a>>,
+    ) -> Result<Option<T>, Error> {
         let source = match datatype::slot(&mut self.key) {
             Slot::Ours(h) if h.algo() == algo => Source::Held(h),
             Slot::Empty => match fresh() {
@@ -158,7 +172,7 @@ impl<'a> Txn<'a> {
             }
         };
         if let (Some(w), Some(p)) = (written, pending) {
-            self.finish(p, w)?;
+            self.finish(p, w, batch)?;
         }
         Ok(Some(value))
     }
@@ -166,15 +180,43 @@ impl<'a> Txn<'a> {
     /// Replaces whatever the key holds by `s` (`RL._APPLY` of a whole state), then expires,
     /// signals and propagates as [`Txn::decide`] does.
     pub fn replace(&mut self, s: State, w: Written) -> Result<(), Error> {
+        self.replace_in(s, w, None)
+    }
+
+    /// [`Txn::replace`], with the effect added to `batch` when there is one (see
+    /// [`Txn::decide_in`]): RL.ALL stores the states it decided on copies of.
+    pub fn replace_in(
+        &mut self,
+        s: State,
+        w: Written,
+        batch: Option<&mut Batch<'a>>,
+    ) -> Result<(), Error> {
         if let Slot::Foreign = datatype::slot(&mut self.key) {
             self.key.delete();
         }
-        self.finish(Pending::Store(s), w)
+        self.finish(Pending::Store(s), w, batch)
+    }
+
+    /// Stores `s`, decided in this call on a copy of what the key holds (a state of `s`'s
+    /// algorithm, or nothing), then expires, signals and propagates as [`Txn::decide_in`]
+    /// does: RL.ALL decides every key before it stores any.
+    pub fn store_in(
+        &mut self,
+        s: State,
+        w: Written,
+        batch: Option<&mut Batch<'a>>,
+    ) -> Result<(), Error> {
+        self.finish(Pending::Store(s), w, batch)
     }
 
     /// Stores what `pending` leaves to store, sets the expiry, signals the change and
-    /// propagates the effect (never the clock-dependent command).
-    fn finish(&mut self, pending: Pending, w: Written) -> Result<(), Error> {
+    /// propagates the effect (never the clock-dependent command), or adds it to `batch`.
+    fn finish(
+        &mut self,
+        pending: Pending,
+        w: Written,
+        batch: Option<&mut Batch<'a>>,
+    ) -> Result<(), Error> {
         let at = match w.expiry {
             Expiry::After(0) => {
                 // Equivalent to a fresh key: no state at all.
@@ -201,11 +243,13 @@ impl<'a> Txn<'a> {
         }
         rm::signal_modified(self.ctx, self.name);
         rm::notify(self.ctx, w.effect.algo(), self.name);
-        match w.effect {
-            Effect::Encoded(_, mut enc) => {
+        match (w.effect, batch) {
+            (Effect::Encoded(_, enc), Some(b)) => b.push(self.name, enc, at.unwrap_or(0)),
+            (Effect::Encoded(_, mut enc), None) => {
                 propagate::apply(self.ctx, self.name, enc.with_expiry(at.unwrap_or(0)))
             }
-            Effect::Verbatim(_) => rm::replicate_verbatim(self.ctx),
+            (Effect::Verbatim(_), Some(b)) => b.verbatim = true,
+            (Effect::Verbatim(_), None) => rm::replicate_verbatim(self.ctx),
         }
         Ok(())
     }

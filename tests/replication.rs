@@ -847,7 +847,10 @@ fn aof_enabled_at_runtime_gets_effects_only() {
     for c in &cmds {
         let n = String::from_utf8_lossy(&c[0]).to_uppercase();
         if n == "RL._APPLY" {
-            applied.insert(String::from_utf8_lossy(&c[1]).into_owned());
+            // `key payload [key payload ...]`: every key of the effect.
+            for k in c.iter().skip(1).step_by(2) {
+                applied.insert(String::from_utf8_lossy(k).into_owned());
+            }
         }
         *names.entry(n).or_insert(0usize) += 1;
     }

@@ -14,15 +14,66 @@
 //! refused, each rule's reply says what it alone would have decided, and nothing is spent.
 
 use super::rate::{parse_rule, staggered};
-use super::{reply_outcome, request, Decided};
+use super::{effect_of_request, reply_outcome, request, Decided};
 use crate::args::positive;
 use crate::clock;
-use crate::error::{Error, ALL_DUPLICATE, ALL_NUMKEYS, SYNTAX};
+use crate::error::{Error, ALL_DUPLICATE, ALL_NUMKEYS, INTERNAL, SYNTAX};
 use crate::options::{leading_options, ALL_RULE_OPTIONS, OPTIONS};
+use crate::propagate::Batch;
 use crate::rm::{self, Ctx, RStr};
-use crate::rule::{Request, Rule};
-use crate::state::Algo;
-use crate::txn::Txn;
+use crate::rule::{Outcome, Request, Rule};
+use crate::state::{Algo, State};
+use crate::txn::{Expiry, Other, Txn, Written};
+
+/// Keys of a call held on the stack ([`Few`]); a call with more takes the heap.
+const INLINE: usize = 4;
+
+/// A short list in call order: on the stack for up to [`INLINE`] items (the common call,
+/// no allocation), else in a vector sized once.
+struct Few<T> {
+    inline: [Option<T>; INLINE],
+    len: usize,
+    heap: Vec<T>,
+}
+
+impl<T> Few<T> {
+    fn new() -> Few<T> {
+        Few {
+            inline: std::array::from_fn(|_| None),
+            len: 0,
+            heap: Vec::new(),
+        }
+    }
+
+    /// Room for `n` items, before the first is pushed: on the heap if they do not fit.
+    fn reserve(&mut self, n: usize) {
+        if n > INLINE {
+            self.heap.reserve_exact(n);
+        }
+    }
+
+    fn push(&mut self, x: T) {
+        match self.inline.get_mut(self.len) {
+            Some(slot) if self.heap.capacity() == 0 => {
+                *slot = Some(x);
+                self.len += 1;
+            }
+            _ => self.heap.push(x),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len + self.heap.len()
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &T> {
+        self.inline.iter().flatten().chain(self.heap.iter())
+    }
+
+    fn iter_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        self.inline.iter_mut().flatten().chain(self.heap.iter_mut())
+    }
+}
 
 /// One parsed rule with its key and request.
 struct Item<'a> {
@@ -74,8 +125,8 @@ fn parse_item<'a>(key: &'a RStr, args: &[RStr]) -> Result<(Item<'a>, usize), Err
     Ok((item, 1 + parsed.used + used))
 }
 
-/// Parses the whole call: the items and DRYRUN.
-fn parse(args: &[RStr]) -> Result<(Vec<Item<'_>>, bool), Error> {
+/// Parses the whole call: its items (into `items`), and whether it is a DRYRUN.
+fn parse<'a>(args: &'a [RStr], items: &mut Few<Item<'a>>) -> Result<bool, Error> {
     let [_, numkeys, rest @ ..] = args else {
         return Err(Error::Arity);
     };
@@ -89,7 +140,7 @@ fn parse(args: &[RStr]) -> Result<(Vec<Item<'_>>, bool), Error> {
             return Err(ALL_DUPLICATE.into());
         }
     }
-    let mut items = Vec::with_capacity(n);
+    items.reserve(n);
     for key in keys {
         let (item, used) = parse_item(key, tail)?;
         tail = tail.get(used..).unwrap_or(&[]);
@@ -100,7 +151,7 @@ fn parse(args: &[RStr]) -> Result<(Vec<Item<'_>>, bool), Error> {
         [w] if rm::bytes(w).eq_ignore_ascii_case(b"DRYRUN") => true,
         _ => return Err(SYNTAX.into()),
     };
-    Ok((items, dryrun))
+    Ok(dryrun)
 }
 
 /// Answers a key-position request (`getkeys-api`): the keys are arguments 2..2+numkeys.
@@ -117,43 +168,129 @@ fn key_positions(ctx: Ctx, args: &[RStr]) {
     }
 }
 
+/// One key of a call, decided.
+struct Step<'a> {
+    txn: Txn<'a>,
+    out: Outcome,
+    /// Decided on a copy of the key's state (committing): the copy when it is to be
+    /// stored, None when the request writes nothing.
+    copy: Option<Option<State>>,
+}
+
+/// Whether a rule's request is decided on a copy of its state: a state of fixed size (a
+/// log's or leases' may hold 10^6 entries: those are decided dry, then spent in place).
+fn on_copy(rule: &Rule) -> bool {
+    !matches!(rule, Rule::Log(_) | Rule::Acquire(_))
+}
+
+/// Decides `it` on its key: committing on a copy of the state (stored later if every rule
+/// admits) when [`on_copy`] and not a dry run, else without writing. The reply fields are
+/// the same either way: only storing differs.
+fn decide<'a>(it: &Item<'a>, mut txn: Txn<'a>, dryrun: bool) -> Result<Step<'a>, Error> {
+    if dryrun || !on_copy(&it.rule) {
+        let dry = Request {
+            commit: false,
+            ..it.req
+        };
+        let out = request(&mut txn, &it.rule, &dry)?;
+        return Ok(Step {
+            txn,
+            out,
+            copy: None,
+        });
+    }
+    let now = txn.now_us();
+    let (rule, req) = (&it.rule, &it.req);
+    let decided = txn.decide(
+        rule.algo(),
+        Other::Refuse,
+        || Some(rule.fresh()),
+        |s| {
+            let mut copy = s.clone();
+            let out = rule.request(&mut copy, req, now);
+            let copy = out.wrote.then_some(copy);
+            ((out, copy), None)
+        },
+    )?;
+    let (out, copy) = decided.ok_or(Error::Static(INTERNAL))?;
+    Ok(Step {
+        txn,
+        out,
+        copy: Some(copy),
+    })
+}
+
+/// Spends `st` (every rule admitted): stores its copy, or runs its request in place; the
+/// effect joins the call's `batch`.
+fn spend<'a>(it: &Item<'a>, st: &mut Step<'a>, batch: &mut Batch<'a>) -> Result<(), Error> {
+    let now = st.txn.now_us();
+    let (rule, req) = (&it.rule, &it.req);
+    match st.copy.take() {
+        Some(Some(s)) => {
+            let written = Written {
+                effect: effect_of_request(rule, req, now, &s),
+                expiry: Expiry::After(st.out.decision.reset_after_ms),
+            };
+            st.txn.store_in(s, written, Some(batch))
+        }
+        Some(None) => Ok(()),
+        None => {
+            let out = st.txn.decide_in(
+                rule.algo(),
+                Other::Refuse,
+                || Some(rule.fresh()),
+                |s| {
+                    let out = rule.request(s, req, now);
+                    let written = out.wrote.then(|| Written {
+                        effect: effect_of_request(rule, req, now, s),
+                        expiry: Expiry::After(out.decision.reset_after_ms),
+                    });
+                    (out, written)
+                },
+                Some(batch),
+            )?;
+            st.out = out.ok_or(Error::Static(INTERNAL))?;
+            Ok(())
+        }
+    }
+}
+
 pub fn all(ctx: Ctx, args: &[RStr]) -> Result<Decided, Error> {
     if rm::is_keys_position_request(ctx) {
         key_positions(ctx, args);
         return Ok(None);
     }
-    let (items, dryrun) = parse(args)?;
+    let mut items = Few::new();
+    let dryrun = parse(args, &mut items)?;
     let now = clock::now_us();
-    let mut txns: Vec<Txn> = items
-        .iter()
-        .map(|it| Txn::open(ctx, it.key, !dryrun, now))
-        .collect();
-    // Pass 1: every rule decides without writing.
-    let mut outs = Vec::with_capacity(items.len());
-    for (it, txn) in items.iter().zip(txns.iter_mut()) {
-        let dry = Request {
-            commit: false,
-            ..it.req
-        };
-        outs.push(request(txn, &it.rule, &dry)?);
+    // Every rule decides once. Nothing is written yet: a rule of a fixed-size state decides
+    // on a copy (kept to be stored), the others dry.
+    let mut steps = Few::new();
+    steps.reserve(items.len());
+    for it in items.iter() {
+        let txn = Txn::open(ctx, it.key, !dryrun, now);
+        steps.push(decide(it, txn, dryrun)?);
     }
-    let refused_by = outs.iter().position(|o| !o.decision.allowed);
+    let refused_by = steps.iter().position(|st| !st.out.decision.allowed);
     if refused_by.is_none() && !dryrun {
-        // Pass 2: all admit, so each spends, in one atomic step (effects are replicated
-        // together: Redis wraps a command's several effects in MULTI/EXEC). The dry run
-        // changed no state, so each key is read again as it was.
-        for ((it, txn), o) in items.iter().zip(txns.iter_mut()).zip(outs.iter_mut()) {
-            *o = request(txn, &it.rule, &it.req)?;
-        }
+        // All admit, so each spends, in one atomic step, and the call's effects go out as
+        // one `RL._APPLY` (every key of the call is in one slot).
+        let mut batch = Batch::new(ctx);
+        let res = items
+            .iter()
+            .zip(steps.iter_mut())
+            .try_for_each(|(it, st)| spend(it, st, &mut batch));
+        batch.flush();
+        res?;
     }
-    for o in &outs {
-        crate::stats::events(o.events);
+    for st in steps.iter() {
+        crate::stats::events(st.out.events);
     }
-    rm::reply_array(ctx, 2 + outs.len());
+    rm::reply_array(ctx, 2 + steps.len());
     rm::reply_i64(ctx, i64::from(refused_by.is_none()));
     rm::reply_u64(ctx, refused_by.map_or(0, |i| i as u64 + 1));
-    for o in &outs {
-        reply_outcome(ctx, o);
+    for st in steps.iter() {
+        reply_outcome(ctx, &st.out);
     }
     Ok(Some(refused_by.is_none()))
 }

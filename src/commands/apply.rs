@@ -1,9 +1,10 @@
-//! `RL._APPLY key payload`: the internal command that carries an effect to
+//! `RL._APPLY key payload [key payload ...]`: the internal command that carries an effect to
 //! replicas and the AOF. Accepted only from the primary link or while loading; a normal
 //! client calling it could otherwise reset its own limit.
 
 use crate::clock;
 use crate::error::{Error, APPLY_INTERNAL, APPLY_PAYLOAD};
+use crate::propagate::Batch;
 use crate::replay::{Op, OP_VERSION};
 use crate::rm::{self, Ctx, RStr};
 use crate::state::{split_payload, State};
@@ -34,18 +35,56 @@ fn parse(payload: &[u8]) -> Result<(Option<u64>, Payload), Error> {
 }
 
 pub fn apply(ctx: Ctx, args: &[RStr]) -> Result<super::Decided, Error> {
+    // `key payload` pairs: one for the write of one key (and the AOF rewrite), several for
+    // one call on several keys (RL.ALL; all in one slot). Any other shape is an arity error,
+    // as the server's own check answered when the command took exactly one pair.
+    let pairs = match args {
+        [_, rest @ ..] if !rest.is_empty() && rest.len() % 2 == 0 => rest,
+        _ => return Err(Error::Arity),
+    };
     let flags = rm::context_flags(ctx);
     if flags & (raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING) == 0 {
         return Err(APPLY_INTERNAL.into());
     }
-    let [_, name, payload] = args else {
-        return Err(Error::Arity);
-    };
+    if pairs.len() > 2 {
+        // Every payload is checked before any key is written.
+        for p in pairs.iter().skip(1).step_by(2) {
+            parse(rm::bytes(p))?;
+        }
+        // `INFO ratelimit` counts a call per key written, as when each key had its own.
+        for _ in 1..pairs.len() / 2 {
+            crate::stats::call(crate::table::Stat::Apply);
+        }
+    }
+    // The call already is the effect: passed on verbatim, once, to this server's own
+    // replicas and AOF (never the command verbatim: see `propagate`).
+    let mut batch = Batch::new(ctx);
+    let mut res = Ok(());
+    for pair in pairs.chunks_exact(2) {
+        if let [name, payload] = pair {
+            res = parse(rm::bytes(payload)).and_then(|p| apply_one(ctx, name, p, &mut batch));
+            if res.is_err() {
+                break;
+            }
+        }
+    }
+    if batch.verbatim {
+        rm::replicate_verbatim(ctx);
+    }
+    res?;
+    rm::reply_simple(ctx, c"OK");
+    Ok(None)
+}
+
+/// Applies one pair's payload (its expiry and body) to key `name`.
+fn apply_one<'a>(
+    ctx: Ctx,
+    name: &'a RStr,
+    (at, body): (Option<u64>, Payload),
+    batch: &mut Batch<'a>,
+) -> Result<(), Error> {
     // The payload is the absolute expiry (unix ms, 8 bytes LE, 0 = none: the AOF rewrite,
     // where Redis appends PEXPIREAT itself), then the state's encoding or an operation.
-    let (at, body) = parse(rm::bytes(payload))?;
-    // The call already is the effect: passed on verbatim to this server's own replicas and
-    // AOF (never the command verbatim: see `propagate`).
     let mut txn = Txn::open(ctx, name, true, clock::now_us());
     match body {
         Payload::State(s) => {
@@ -53,13 +92,13 @@ pub fn apply(ctx: Ctx, args: &[RStr]) -> Result<super::Decided, Error> {
                 effect: Effect::Verbatim(s.algo()),
                 expiry: Expiry::At(at),
             };
-            txn.replace(s, written)?;
+            txn.replace_in(s, written, Some(batch))?;
         }
         Payload::Op(op) => {
             // The state the primary decided on: the key's (a replica holds what its primary
             // held), or the rule's fresh state for an empty key (RELEASE and RENEW have none:
             // nothing to replay on, as on a replica that diverged).
-            txn.decide(
+            txn.decide_in(
                 op.algo(),
                 Other::Overwrite,
                 || op.fresh(),
@@ -70,9 +109,9 @@ pub fn apply(ctx: Ctx, args: &[RStr]) -> Result<super::Decided, Error> {
                     });
                     ((), written)
                 },
+                Some(batch),
             )?;
         }
     }
-    rm::reply_simple(ctx, c"OK");
-    Ok(None)
+    Ok(())
 }

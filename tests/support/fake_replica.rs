@@ -141,7 +141,8 @@ impl FakeReplica {
         self.commands
             .iter()
             .filter(|c| c[0].eq_ignore_ascii_case(b"RL._APPLY"))
-            .filter_map(|c| c.get(1))
+            // `key payload [key payload ...]`: every key of the effect.
+            .flat_map(|c| c.iter().skip(1).step_by(2))
             .map(|k| String::from_utf8_lossy(k).into_owned())
             .collect()
     }
