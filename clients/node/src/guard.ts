@@ -4,7 +4,7 @@
 // shells around `createGuard`.
 
 import { createHash } from 'node:crypto';
-import { emissionInterval, rateLimitHeaders, type HeaderItem } from './headers.js';
+import { emissionInterval, quota, rateLimitHeaders, type HeaderItem } from './headers.js';
 import { addressKey, clientAddress, Networks, type TrustedProxies } from './ip.js';
 import { type Limiter } from './limiter.js';
 import { MemoryLimiter } from './memory.js';
@@ -79,8 +79,12 @@ export interface LimitOutcome {
   cost: number;
   shadow: boolean;
   /** redis: decided by the module; fallback: by the in-memory limiter (Redis failed);
-   * failed-open / failed-closed: Redis failed and the limit let the request through / not. */
-  source: 'redis' | 'fallback' | 'failed-open' | 'failed-closed';
+   * fail-open / fail-closed: Redis failed and the limit let the request through / not
+   * (the Python package's names; formerly failed-open / failed-closed, see the README's
+   * "Changes");
+   * cost: the request's cost is above the limit's limit, refused without asking Redis (no
+   * `decision`). */
+  source: 'redis' | 'fallback' | 'fail-open' | 'fail-closed' | 'cost';
   decision?: Decision;
   /** The module's reply, when `decision` is this limit's real state rather than the reply: a
    * rule that would have admitted, in an RL.ALL refused by another, answers as if the request
@@ -112,20 +116,25 @@ export class CircuitOpenError extends Error {
   constructor() { super('redis-ratelimit: Redis failed recently, not asked (breakerMs)'); }
 }
 
-// Server error replies that mean the server cannot serve now (the Python package's list; a
-// refused authentication is a connection failure there too).
-const UNAVAILABLE_REPLIES = new Set(['OOM', 'LOADING', 'READONLY', 'MASTERDOWN', 'BUSY', 'CLUSTERDOWN',
-  'TRYAGAIN', 'NOREPLICAS', 'NOAUTH', 'WRONGPASS']);
+/** Server error replies that mean the server cannot serve now (the same list as the Python
+ * package's `UNAVAILABLE_REPLIES`). */
+export const UNAVAILABLE_REPLIES: readonly string[] = ['OOM', 'LOADING', 'MISCONF', 'READONLY',
+  'CLUSTERDOWN', 'MASTERDOWN', 'BUSY', 'NOREPLICAS', 'TRYAGAIN'];
+const UNAVAILABLE = new Set(UNAVAILABLE_REPLIES);
 
-/** Whether an error means "Redis cannot answer" (connection lost or refused, timeout, the
- * server out of memory, loading, read-only, busy, a cluster reconfiguring): the limit takes
- * its failure path. Any other error reply of the server (`ERR ...`, `WRONGTYPE`, ...: a bug
- * in the configuration) and an invalid argument propagate (the framework answers 500). */
+/** Whether an error means "Redis cannot answer": no reply (connection lost or refused, a
+ * server that refuses the connection with `ERR max number of clients reached`, a timeout,
+ * the breaker open) or an error reply whose code is one of `UNAVAILABLE_REPLIES` (out of
+ * memory, loading, persistence failing, read-only, a cluster reconfiguring, busy): the limit
+ * takes its failure path. Every other error reply (`ERR ...`, `WRONGTYPE`, `NOAUTH`,
+ * `WRONGPASS`, `NOPERM`, ...: a bug, not an outage) and an invalid argument propagate (the
+ * framework answers 500). */
 export function isUnavailable(err: unknown): boolean {
   if (err instanceof TypeError || err instanceof RangeError) return false;
   const m = err instanceof Error ? err.message : String(err);
+  if (m.startsWith('ERR max number of clients reached')) return true;
   const code = /^([A-Z][A-Z_]+)(?: |$)/.exec(m);
-  return !code || UNAVAILABLE_REPLIES.has(code[1]);
+  return !code || UNAVAILABLE.has(code[1]);
 }
 
 export interface GuardOptions {
@@ -149,7 +158,8 @@ export interface GuardOptions {
   hashTag?: (ctx: RequestContext) => string | null | undefined;
   /** Check the enforced limits of a request with one atomic RL.ALL (all or nothing: a
    * request refused by one limit spends nothing on the others). Default: true on a single
-   * server, and on a cluster when `hashTag` is given; otherwise one command per limit (in
+   * server, and on a cluster for a request whose `hashTag` gives a tag; otherwise (a
+   * cluster, no tag) one command per limit, whatever slots the keys happen to hash to (in
    * parallel; a refused request may then have spent on the limits that admitted it). */
   atomic?: boolean;
   /** Redis timeout per request, ms (default 50). */
@@ -190,6 +200,7 @@ export interface RouteOverride {
 }
 
 const QUOTA_EXCEEDED = 'https://iana.org/assignments/http-problem-types#quota-exceeded';
+const QUOTA_TITLE = 'Request cannot be satisfied as assigned quota has been exceeded';
 const REDUCED_CAPACITY = 'https://iana.org/assignments/http-problem-types#temporary-reduced-capacity';
 
 function matches(m: Matcher, ctx: RequestContext): boolean {
@@ -272,7 +283,6 @@ export function createGuard(options: GuardOptions): Guard {
   const v6Prefix = options.ipv6Prefix ?? 64;
   const trusted: TrustedProxies | undefined = Array.isArray(options.trustedProxies)
     ? new Networks(options.trustedProxies) : options.trustedProxies;
-  const atomic = options.atomic ?? (!limiter.isCluster || !!options.hashTag);
   const memory = options.memory ?? new MemoryLimiter();
   const logger = options.logger ?? console;
   const headerOpts = options.headers ?? {};
@@ -296,7 +306,7 @@ export function createGuard(options: GuardOptions): Guard {
     return list;
   }
 
-  async function plan(ctx: RequestContext, specs: LimitSpec[]): Promise<Planned[]> {
+  async function plan(ctx: RequestContext, specs: LimitSpec[]): Promise<{ planned: Planned[]; tagged: boolean }> {
     const tag = options.hashTag?.(ctx);
     const tagPart = tag ? `{${tag}}:` : '';
     const out: Planned[] = [];
@@ -307,7 +317,7 @@ export function createGuard(options: GuardOptions): Guard {
       out.push({ spec, key: `${keyPrefix}${tagPart}${spec.name}:${id}`, cost,
         shadow: spec.shadow ?? !!options.shadow });
     }
-    return out;
+    return { planned: out, tagged: !!tag };
   }
 
   const breakerMs = options.breakerMs ?? 1000;
@@ -368,8 +378,26 @@ export function createGuard(options: GuardOptions): Guard {
     const exempt = (options.exempt ?? []).some((m) => matches(m, ctx));
     const specs = exempt ? false : limitsFor(ctx, route);
     if (specs === false || specs.length === 0) return done(200, 'exempt', [], {});
-    const planned = await plan(ctx, specs);
-    if (!planned.length) return done(200, 'exempt', [], {});
+    const { planned: all, tagged } = await plan(ctx, specs);
+    if (!all.length) return done(200, 'exempt', [], {});
+
+    // A cost above a limit's limit (burst, capacity or window limit) can never be admitted
+    // (the module would answer ERR COST must not exceed ...): refused here, before Redis is
+    // asked (nothing spent on any limit), by that limit, without Retry-After (waiting does
+    // not help) nor RateLimit headers. A shadow limit only reports it and is not sent.
+    const oversized = all.filter((p) => p.cost > quota(p.spec.rule));
+    const planned = all.filter((p) => !oversized.includes(p));
+    const costOutcomes: LimitOutcome[] = oversized.map((p) => ({
+      name: p.spec.name, key: p.key, cost: p.cost, shadow: p.shadow, source: 'cost' }));
+    const tooCostly = oversized.filter((p) => !p.shadow);
+    if (tooCostly.length) {
+      return done(429, 'refused', costOutcomes, {}, {
+        type: QUOTA_EXCEEDED, title: QUOTA_TITLE, status: 429,
+        'violated-policies': tooCostly.map((p) => p.spec.name),
+        detail: tooCostly.map((p) => `request cost ${p.cost} exceeds limit '${p.spec.name}' (${quota(p.spec.rule)}): it can never be admitted`).join('; '),
+      }, costOutcomes.some((o) => o.shadow));
+    }
+    const atomic = options.atomic ?? (!limiter.isCluster || tagged);
 
     // Enforced limits in one RL.ALL (atomic) or one command each; shadow limits in another
     // (as they would be decided if enforced), so that a shadow refusal never stops an
@@ -384,7 +412,7 @@ export function createGuard(options: GuardOptions): Guard {
     }
     for (const p of planned) if (p.shadow && p.spec.blockMs !== undefined) groups.push([p]);
 
-    const outcomes: LimitOutcome[] = [];
+    const outcomes: LimitOutcome[] = [...costOutcomes];
     const collect = (gs: Planned[][], settled: Sent[]): void => {
       gs.forEach((group, gi) => {
         const s = settled[gi];
@@ -400,7 +428,7 @@ export function createGuard(options: GuardOptions): Guard {
             const rule = p.spec.fallback === true ? p.spec.rule : p.spec.fallback;
             outcomes.push({ ...base, source: 'fallback', decision: memory.check(p.key, rule, p.cost), error: err });
           } else {
-            outcomes.push({ ...base, source: p.spec.failOpen === false && !p.shadow ? 'failed-closed' : 'failed-open', error: err });
+            outcomes.push({ ...base, source: p.spec.failOpen === false && !p.shadow ? 'fail-closed' : 'fail-open', error: err });
           }
         });
       });
@@ -418,14 +446,14 @@ export function createGuard(options: GuardOptions): Guard {
     for (const o of outcomes) {
       if (o.error !== undefined && !(o.error instanceof CircuitOpenError)) {
         const msg = o.error instanceof Error ? o.error.message : String(o.error);
-        const how = o.source === 'fallback' ? 'in-memory fallback' : o.source === 'failed-open' ? 'failing open' : 'failing closed';
+        const how = o.source === 'fallback' ? 'in-memory fallback' : o.source === 'fail-open' ? 'failing open' : 'failing closed';
         logger.warn(`redis-ratelimit: limit "${o.name}" could not reach Redis (${how}): ${msg}`);
       }
     }
 
-    const shadowRefused = outcomes.some((o) => o.shadow && o.decision && !o.decision.allowed);
+    const shadowRefused = outcomes.some((o) => o.shadow && (o.source === 'cost' || (o.decision && !o.decision.allowed)));
     // Headers in the order of the limits' configuration.
-    const ordered = planned.flatMap((p) => outcomes.filter((o) => o.key === p.key && o.name === p.spec.name));
+    const ordered = all.flatMap((p) => outcomes.filter((o) => o.key === p.key && o.name === p.spec.name));
     const items: HeaderItem[] = ordered
       .filter((o) => !o.shadow && o.decision)
       .map((o) => ({ name: o.name, rule: rule(o, planned), decision: o.decision! }));
@@ -436,12 +464,12 @@ export function createGuard(options: GuardOptions): Guard {
     if (refused.length) {
       return done(429, 'refused', ordered, headers, {
         type: QUOTA_EXCEEDED,
-        title: 'Request cannot be satisfied as assigned quota has been exceeded',
+        title: QUOTA_TITLE,
         status: 429,
         'violated-policies': refused.map((o) => o.name),
       }, shadowRefused);
     }
-    const closed = ordered.filter((o) => o.source === 'failed-closed');
+    const closed = ordered.filter((o) => o.source === 'fail-closed');
     if (closed.length) {
       return done(503, 'unavailable', ordered, { 'Retry-After': '1' }, {
         type: REDUCED_CAPACITY, title: 'Rate limiter unavailable', status: 503,

@@ -8,7 +8,7 @@ export { addressKey, clientAddress, formatAddress, parseAddress, Networks } from
 export type { Address, TrustedProxies } from './ip.js';
 export { MemoryLimiter } from './memory.js';
 export type { MemoryLimiterOptions } from './memory.js';
-export { CircuitOpenError, createGuard, isUnavailable, keys } from './guard.js';
+export { CircuitOpenError, UNAVAILABLE_REPLIES, createGuard, isUnavailable, keys } from './guard.js';
 export type {
   DecisionEvent, Guard, GuardOptions, GuardResult, KeyFunction, LimitOutcome, LimitSpec, Matcher,
   RequestContext, RouteLimits, RouteOverride,

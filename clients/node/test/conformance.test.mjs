@@ -87,6 +87,7 @@ export function toOptions(config) {
     exempt: config.exempt ?? [],
   };
   if (config.breaker_ms !== undefined) o.breakerMs = config.breaker_ms;
+  if (config.legacy_headers !== undefined) o.headers = { legacy: config.legacy_headers };
   return o;
 }
 
@@ -155,13 +156,30 @@ async function runStep(step, base, where) {
   }
   if (step.request) {
     const { method = 'GET', path: p = '/', headers = {} } = step.request;
+    const t0 = Date.now();
     const res = await fetch(base + p, { method, headers });
-    await res.text();
+    const text = await res.text();
+    const t1 = Date.now();
     const e = step.expect ?? {};
     const seen = `${where}: ${method} ${p} ${JSON.stringify(headers)}`;
     if (e.status !== undefined) assert.equal(res.status, e.status, `${seen}: status`);
     for (const [name, want] of Object.entries(e.headers ?? {})) {
-      assert.equal(res.headers.get(name), want, `${seen}: header ${name}`);
+      const got = res.headers.get(name);
+      if (want !== null && typeof want === 'object') {
+        // {"unix_after_ms": N}: a Unix time in s, rounded up, of now + N on the middleware's
+        // own (real) clock, now between the request and its response, 1 s of tolerance
+        assert.match(got ?? '', /^\d+$/, `${seen}: header ${name} is a Unix time`);
+        const lo = Math.ceil((t0 + want.unix_after_ms) / 1000) - 1;
+        const hi = Math.ceil((t1 + 1 + want.unix_after_ms) / 1000) + 1;
+        assert.ok(Number(got) >= lo && Number(got) <= hi, `${seen}: header ${name}: ${got} not in [${lo}, ${hi}]`);
+      } else {
+        assert.equal(got, want, `${seen}: header ${name}`);
+      }
+    }
+    if (e.body !== undefined || e.body_members !== undefined) {
+      const body = JSON.parse(text);
+      for (const [k, v] of Object.entries(e.body ?? {})) assert.deepEqual(body[k], v, `${seen}: body ${k}`);
+      if (e.body_members) assert.deepEqual(Object.keys(body).sort(), [...e.body_members].sort(), `${seen}: body members`);
     }
     for (const [key, exists] of Object.entries(e.keys ?? {})) {
       assert.equal(await adm.exists(key), exists ? 1 : 0, `${seen}: key ${key} ${exists ? 'exists' : 'absent'}`);

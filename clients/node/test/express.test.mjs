@@ -189,7 +189,7 @@ test('Redis down: fail-open, fail-closed, per limit', async (t) => {
   const r = await get('/');
   assert.equal(r.status, 200);
   assert.equal(r.headers.get('RateLimit'), null);
-  assert.equal(events[0].limits[0].source, 'failed-open');
+  assert.equal(events[0].limits[0].source, 'fail-open');
   assert.ok(events[0].durationMs < 200);
   get = await serve({ limiter: dead.l, limits: [open, closed] });
   const c = await get('/');

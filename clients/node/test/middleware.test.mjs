@@ -176,7 +176,7 @@ for (const [fw, serve] of [['express', expressServer], ['fastify', fastifyServer
     assert.equal(r.status, 200);
     assert.equal(r.headers.get('RateLimit'), '"mem";r=0;t=60');
     assert.equal(client.sent.length, 1);
-    assert.deepEqual(events[0].limits.map((l) => l.source), ['failed-open', 'fallback']);
+    assert.deepEqual(events[0].limits.map((l) => l.source), ['fail-open', 'fallback']);
     assert.ok(!(events[0].limits[0].error instanceof CircuitOpenError));
     // within breakerMs (default 1000): nothing sent, each limit on its failure path at once
     now = 999;
@@ -189,7 +189,7 @@ for (const [fw, serve] of [['express', expressServer], ['fastify', fastifyServer
     assert.deepEqual(JSON.parse(r.body_)['violated-policies'], ['mem']);
     assert.equal(client.sent.length, 1);
     assert.ok(events.slice(1).every((e) => e.limits.every((l) => l.error instanceof CircuitOpenError)));
-    assert.deepEqual(events[1].limits.map((l) => l.source), ['failed-open', 'failed-closed', 'fallback']);
+    assert.deepEqual(events[1].limits.map((l) => l.source), ['fail-open', 'fail-closed', 'fallback']);
     // breakerMs later one request tries Redis again; it is back
     client.down = false;
     now = 1000;
@@ -226,6 +226,43 @@ for (const [fw, serve] of [['express', expressServer], ['fastify', fastifyServer
     assert.equal(c.rl, '"q";r=0;t=1');
   });
 
+  test(`${fw}: a cost above the limit's limit: 429 by that limit before Redis, for every algorithm`, async () => {
+    const rules = [gcra(3, 20000), { algorithm: 'tokenbucket', capacity: 3, refillTokens: 1, refillPeriodMs: 20000 },
+      { algorithm: 'sliding', limit: 3, windowMs: 60000 }, fixed(3, 60000), { algorithm: 'log', limit: 3, windowMs: 60000 },
+      { algorithm: 'queue', capacity: 3, intervalMs: 20000 }];
+    for (const rule of rules) {
+      const client = recordingClient();
+      const events = [];
+      const base = await serve({
+        limiter: createLimiter(client), logger: silent, onDecision: (e) => events.push(e), headers: { legacy: true },
+        limits: [{ name: 'org', rule: fixed(100, 60000), key: () => 'acme' },
+          { name: 'user', rule, key: () => 'alice', cost: (ctx) => Number(ctx.headers['x-cost'] ?? 1) },
+          { name: 'probe', rule: fixed(1, 60000), key: () => 'p', cost: 5, shadow: true }],
+      });
+      const r = await get(base, '/', { headers: { 'x-cost': '4' } });
+      assert.equal(r.status, 429, rule.algorithm);
+      assert.deepEqual(client.sent, [], 'Redis is not asked');
+      for (const h of ['Retry-After', 'RateLimit', 'RateLimit-Policy', 'X-RateLimit-Reset']) assert.equal(r.headers.get(h), null, h);
+      assert.deepEqual(JSON.parse(r.body_), {
+        type: 'https://iana.org/assignments/http-problem-types#quota-exceeded',
+        title: 'Request cannot be satisfied as assigned quota has been exceeded',
+        status: 429, 'violated-policies': ['user'],
+        detail: "request cost 4 exceeds limit 'user' (3): it can never be admitted",
+      });
+      assert.equal(events.length, 1);
+      assert.equal(events[0].outcome, 'refused');
+      assert.deepEqual(events[0].limits.map((l) => [l.name, l.source, l.shadow]).sort(),
+        [['probe', 'cost', true], ['user', 'cost', false]]);
+      // cost 3 is within the limit: asked and admitted; the shadow probe is still not sent
+      const ok = await get(base, '/', { headers: { 'x-cost': '3' } });
+      assert.equal(ok.status, 200, rule.algorithm);
+      assert.deepEqual(client.sent, ['RL.ALL']);
+      assert.equal(events.at(-1).shadowRefused, true);
+      await adm.flushall();
+      await adm.call('RL.CLOCK', 'SET', String(NOW_MS));
+    }
+  });
+
   test(`${fw}: an error that is not Redis failing (WRONGTYPE) answers 500, never fails open`, async () => {
     await adm.set('rl:user:u', 'a string');
     const events = [];
@@ -238,18 +275,50 @@ for (const [fw, serve] of [['express', expressServer], ['fastify', fastifyServer
   });
 }
 
-test('isUnavailable: connection errors, timeouts and server states yes; ERR and WRONGTYPE no', () => {
-  for (const m of ['connect ECONNREFUSED 127.0.0.1:6379', 'Connection is closed.', 'OOM command not allowed',
-    'LOADING Redis is loading the dataset in memory', 'READONLY You can\'t write against a read only replica.',
-    'CLUSTERDOWN The cluster is down', 'BUSY Redis is busy running a script', 'NOAUTH Authentication required.',
+test('isUnavailable: connection errors, timeouts and the same error replies as Python', () => {
+  // no reply at all: the failure path
+  for (const m of ['connect ECONNREFUSED 127.0.0.1:6379', 'Connection is closed.',
     'redis-ratelimit: no reply within 50 ms', 'Stream isn\'t writeable and enableOfflineQueue options is false',
-    'The client is closed', 'Reached the max retries per request limit (which is 0)']) {
+    'The client is closed', 'Reached the max retries per request limit (which is 0)',
+    'ERR max number of clients reached']) {
     assert.equal(isUnavailable(new Error(m)), true, m);
   }
-  // the Python package's list: any other error reply propagates
-  for (const m of ['ERR syntax error', 'WRONGTYPE Operation against a key holding the wrong kind of value',
-    'NOPERM this user has no permissions', 'MISCONF Redis is configured to save RDB snapshots']) {
+  assert.equal(isUnavailable(new CircuitOpenError()), true);
+  // the list shared with the Python package (UNAVAILABLE_REPLIES): the failure path
+  for (const m of ['OOM command not allowed when used memory > \'maxmemory\'.',
+    'LOADING Redis is loading the dataset in memory',
+    'MISCONF Redis is configured to save RDB snapshots, but it\'s currently unable to persist',
+    'READONLY You can\'t write against a read only replica.', 'CLUSTERDOWN The cluster is down',
+    'MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to \'no\'.',
+    'BUSY Redis is busy running a script.', 'NOREPLICAS Not enough good replicas to write.',
+    'TRYAGAIN Multiple keys request during rehashing of slot']) {
+    assert.equal(isUnavailable(new Error(m)), true, m);
+  }
+  // every other error reply is a bug, not an outage: it propagates (500)
+  for (const m of ['ERR COST must not exceed the limit', 'ERR syntax error',
+    'WRONGTYPE Operation against a key holding the wrong kind of value', 'BUSYKEY Target key name already exists.',
+    'NOAUTH Authentication required.', 'WRONGPASS invalid username-password pair or user is disabled.',
+    'NOPERM this user has no permissions to run the \'rl.gcra\' command',
+    'CROSSSLOT Keys in request don\'t hash to the same slot']) {
     assert.equal(isUnavailable(new Error(m)), false, m);
   }
   assert.equal(isUnavailable(new TypeError('redis-ratelimit: burst must be an integer')), false);
+});
+
+test('a cluster without a hash tag: one command per limit, whatever slots the keys hash to', async () => {
+  const sent = [];
+  const cc = { cluster: true, async send(args) { sent.push(args[0]); return redis.call(...args); } };
+  const base = await expressServer({
+    limiter: createLimiter(cc), logger: silent,
+    limits: [{ name: 'user', rule: fixed(2, 60000), key: header('x-user') },
+      { name: 'org', rule: fixed(3, 60000), key: header('x-org') }],
+    hashTag: (ctx) => ctx.headers['x-tag'] ?? null,
+  });
+  // no tag for this request: two commands (the single test server takes any keys)
+  assert.equal((await fetch(`${base}/`, { headers: { 'x-user': 'a', 'x-org': 'o' } })).status, 200);
+  assert.deepEqual(sent, ['RL.FIXED', 'RL.FIXED']);
+  sent.length = 0;
+  // a tag: one atomic RL.ALL
+  assert.equal((await fetch(`${base}/`, { headers: { 'x-user': 'a', 'x-org': 'o', 'x-tag': 'acme' } })).status, 200);
+  assert.deepEqual(sent, ['RL.ALL']);
 });

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import pathlib
+import time
 from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
@@ -98,6 +99,8 @@ def config_of(spec: Dict[str, Any]) -> Config:
     kw: Dict[str, Any] = {}
     if "breaker_ms" in spec:
         kw["breaker_ms"] = spec["breaker_ms"]
+    if "legacy_headers" in spec:
+        kw["legacy_headers"] = spec["legacy_headers"]
     return Config(limits=[limit_of(x) for x in spec.get("limits", [])], routes=routes,
                   exempt=list(spec.get("exempt", [])), **kw)
 
@@ -159,6 +162,30 @@ def fastapi_app(redis_url: str, cfg: Config, mount: str) -> Any:
 def check_keys(r: Any, expect: Dict[str, Any], where: str) -> None:
     for key, present in expect.get("keys", {}).items():
         assert bool(r.exists(key)) == present, f"{where}: key {key} exists != {present}"
+
+
+def check_header(got: Optional[str], want: Any, t0: float, t1: float, where: str) -> None:
+    """``want``: the exact value, None (absent), or ``{"unix_after_ms": N}``: a Unix time in
+    seconds, rounded up, of now + N ms on the middleware's own (real) clock; now lies
+    between the request's start ``t0`` and its response ``t1``, and 1 s of tolerance."""
+    if isinstance(want, dict):
+        n = want["unix_after_ms"]
+        assert got is not None and got.isdigit(), f"{where}: {got!r} is not a Unix time"
+        lo = -(-(int(t0 * 1000) + n) // 1000) - 1
+        hi = -(-(int(t1 * 1000) + 1 + n) // 1000) + 1
+        assert lo <= int(got) <= hi, f"{where}: {got} not in [{lo}, {hi}]"
+    else:
+        assert got == want, f"{where}: {got!r} != {want!r}"
+
+
+def check_body(text: str, exp: Dict[str, Any], where: str) -> None:
+    if "body" not in exp and "body_members" not in exp:
+        return
+    body = json.loads(text)
+    for k, v in exp.get("body", {}).items():
+        assert body.get(k) == v, f"{where}: body {k}: {body.get(k)!r} != {v!r}"
+    if "body_members" in exp:
+        assert sorted(body) == sorted(exp["body_members"]), f"{where}: body members {body}"
 
 
 def decision_list(d: Any) -> List[int]:
@@ -236,13 +263,15 @@ def test_conformance(case, framework, r, redis_port, serve_wsgi, serve_asgi, htt
                 check_keys(r, step["expect"], where)
                 continue
             req = step["request"]
+            t0 = time.time()
             resp = http.request(req["method"], base + req["path"],
                                 headers=req.get("headers", {}))
+            t1 = time.time()
             exp = step["expect"]
             assert resp.status_code == exp["status"], f"{where}: {resp.status_code} {resp.text}"
             for name, value in exp.get("headers", {}).items():
-                got = resp.headers.get(name)
-                assert got == value, f"{where}: header {name}: {got!r} != {value!r}"
+                check_header(resp.headers.get(name), value, t0, t1, f"{where}: header {name}")
+            check_body(resp.text, exp, where)
             check_keys(r, exp, where)
     finally:
         sync_client.close()

@@ -54,16 +54,19 @@ def test_t_per_algorithm(rule, d, t):
 def test_render_several_limits():
     items = [Item("user", Rule.gcra(3, 1, 1500), Decision(True, 3, 1, 0, 3000)),
              Item("org", Rule.sliding(4, 60_000), Decision(False, 4, 0, 75_000, 120_000))]
-    assert render(items, legacy=True) == {
+    assert render(items, legacy=True, now=1000.0) == {
         "RateLimit-Policy": '"user";q=3;w=5, "org";q=4;w=60',
         "RateLimit": '"user";r=1;t=2, "org";r=0;t=60',  # t never above w (decision 3)
         "Retry-After": "75",
         "X-RateLimit-Limit": "4",
         "X-RateLimit-Remaining": "0",
-        "X-RateLimit-Reset": "75",
+        # the tightest (org, refused) back to full: now + reset_after_ms, Unix s rounded up
+        "X-RateLimit-Reset": "1120",
     }
-    h = render(items[:1], legacy=True, legacy_reset="epoch", now=1000.0)
-    assert h["X-RateLimit-Reset"] == "1002" and "Retry-After" not in h
+    h = render(items[:1], legacy=True, now=1000.5)
+    assert h["X-RateLimit-Reset"] == "1004" and "Retry-After" not in h  # ceil(1003.5)
+    h = render(items[:1], legacy=True, legacy_reset="delta", now=1000.0)
+    assert h["X-RateLimit-Reset"] == "3"
     assert render([Item('a"b', Rule.fixed(1, 1000), Decision(True, 1, 0, 0, 1000))])[
         "RateLimit"] == '"a\\"b";r=0;t=1'
 
@@ -226,3 +229,104 @@ def test_all_refuses_options_rl_all_does_not_take():
         all_args([("a", Rule.fixed(1, 1000)), ("b", Rule.fixed(1, 1000, block_ms=5))], False)
     assert all_args([("a", Rule.fixed(3, 1000, cost=0, reserve=1))], False) == [
         "RL.ALL", 1, "a", "FIXED", 3, 1000, "COST", 0, "RESERVE", 1]
+
+
+# ------------------------------------------------------------------ issue 24: the same as Node
+
+
+def _reply(cls, text):
+    """The exception redis-py raises for an error reply (it strips some codes)."""
+    from redis._parsers.base import BaseParser
+
+    return BaseParser.parse_error(text) if cls is None else cls(text)
+
+
+@pytest.mark.parametrize("text, unavailable", [
+    ("OOM command not allowed when used memory > 'maxmemory'.", True),
+    ("LOADING Redis is loading the dataset in memory", True),
+    ("MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist",
+     True),
+    ("READONLY You can't write against a read only replica.", True),
+    ("CLUSTERDOWN The cluster is down", True),
+    ("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.", True),
+    ("BUSY Redis is busy running a script.", True),
+    ("NOREPLICAS Not enough good replicas to write.", True),
+    ("TRYAGAIN Multiple keys request during rehashing of slot", True),
+    ("ERR COST must not exceed the limit", False),
+    ("ERR syntax error", False),
+    ("WRONGTYPE Operation against a key holding the wrong kind of value", False),
+    ("BUSYKEY Target key name already exists.", False),
+    ("NOAUTH Authentication required.", False),
+    ("WRONGPASS invalid username-password pair or user is disabled.", False),
+    ("NOPERM this user has no permissions to run the 'rl.gcra' command", False),
+    ("CROSSSLOT Keys in request don't hash to the same slot", False),
+    ("ERR max number of clients reached", True),  # the server refuses the connection
+])
+def test_which_error_replies_take_the_failure_path(text, unavailable):
+    from redis_ratelimit.middleware import is_unavailable
+
+    assert is_unavailable(_reply(None, text)) is unavailable
+
+
+def test_connection_errors_and_timeouts_take_the_failure_path():
+    import redis
+
+    from redis_ratelimit.middleware import CircuitOpen, is_unavailable
+
+    for e in (redis.ConnectionError("Connection refused"), redis.TimeoutError("Timeout"),
+              ConnectionRefusedError(), TimeoutError(), CircuitOpen("x")):
+        assert is_unavailable(e), e
+    assert not is_unavailable(ValueError("cost must be an int"))
+    assert not is_unavailable(redis.DataError("Invalid input"))
+
+
+class _NoRedis:
+    def execute_command(self, *args):
+        raise AssertionError(f"Redis must not be asked: {args}")
+
+
+@pytest.mark.parametrize("rule", [Rule.gcra(3, 1, 20_000), Rule.tokenbucket(3, 1, 20_000),
+                                  Rule.sliding(3, 60_000), Rule.fixed(3, 60_000),
+                                  Rule.log(3, 60_000), Rule.queue(3, 20_000)])
+def test_cost_above_the_limit_is_refused_before_redis(rule):
+    import json
+
+    from redis_ratelimit import Config, Limit
+    from redis_ratelimit.middleware import Engine, run_sync
+
+    events = []
+    cost = lambda req: int(req.header("x-cost") or "1")  # noqa: E731
+    eng = Engine(Config(limits=[Limit("org", Rule.fixed(100, 60_000), lambda _: "acme"),
+                                Limit("user", rule, lambda _: "alice", cost=cost),
+                                Limit("probe", Rule.fixed(1, 60_000), lambda _: "p",
+                                      cost=5, shadow=True)],
+                        on_decision=events.append, legacy_headers=True))
+    out = run_sync(eng, _NoRedis(), eng.plan(Request("GET", "/", {"x-cost": ["4"]}, "::1")))
+    assert out.status == 429
+    assert out.headers == {"Content-Type": "application/problem+json"}  # no Retry-After
+    body = json.loads(out.body)
+    assert body == {"type": "https://iana.org/assignments/http-problem-types#quota-exceeded",
+                    "title": "Request cannot be satisfied as assigned quota has been exceeded",
+                    "status": 429, "violated-policies": ["user"],
+                    "detail": "request cost 4 exceeds limit 'user' (3): it can never be admitted"}
+    assert sorted((e.limit, e.source, e.refused, e.shadow) for e in events) == [
+        ("probe", "cost", True, True), ("user", "cost", True, False)]
+
+
+def test_cluster_without_hash_tag_is_one_command_per_limit_whatever_the_slots():
+    from redis.crc import key_slot
+
+    from redis_ratelimit import Config, Limit
+    from redis_ratelimit.middleware import Engine
+
+    # an org identity whose key lands on the user key's slot by chance
+    org = next(str(i) for i in range(100_000)
+               if key_slot(f"rl:org:{i}".encode()) == key_slot(b"rl:user:alice"))
+    eng = Engine(Config(limits=[Limit("user", Rule.fixed(2, 60_000), lambda _: "alice"),
+                                Limit("org", Rule.fixed(3, 60_000), lambda _: org)]))
+    plan = eng.plan(Request("GET", "/", {}, "::1"))
+    assert [len(b.calls) for b in eng.batches(plan, cluster=True)] == [1, 1]
+    assert [len(b.calls) for b in eng.batches(plan, cluster=False)] == [2]
+    tagged = Engine(Config(limits=eng.config.limits, hash_tag=lambda _: "acme"))
+    assert [len(b.calls) for b in tagged.batches(tagged.plan(Request("GET", "/", {}, "::1")),
+                                                 cluster=True)] == [2]

@@ -34,6 +34,7 @@ def test_anonymous_sixth_request_is_429(rds, serve):
     assert refused.getheader("Retry-After") == "12"
     assert refused.getheader("Content-Type") == "application/problem+json"
     assert json.loads(refused.body)["violated-policies"] == ["ip"]
+    assert json.loads(refused.body)["status"] == 429  # the same members as the Node package
     rds.execute_command("RL.CLOCK", "ADVANCE", 12_000)
     assert srv.get("/").status == 200
 

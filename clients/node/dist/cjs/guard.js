@@ -4,7 +4,7 @@
 // the answer (pass, 429, 503). The Express middleware and the Fastify plugin are thin
 // shells around `createGuard`.
 Object.defineProperty(exports, "__esModule", { value: true });
-exports.keys = exports.CircuitOpenError = void 0;
+exports.keys = exports.UNAVAILABLE_REPLIES = exports.CircuitOpenError = void 0;
 exports.isUnavailable = isUnavailable;
 exports.createGuard = createGuard;
 const node_crypto_1 = require("node:crypto");
@@ -17,22 +17,29 @@ class CircuitOpenError extends Error {
     constructor() { super('redis-ratelimit: Redis failed recently, not asked (breakerMs)'); }
 }
 exports.CircuitOpenError = CircuitOpenError;
-// Server error replies that mean the server cannot serve now (the Python package's list; a
-// refused authentication is a connection failure there too).
-const UNAVAILABLE_REPLIES = new Set(['OOM', 'LOADING', 'READONLY', 'MASTERDOWN', 'BUSY', 'CLUSTERDOWN',
-    'TRYAGAIN', 'NOREPLICAS', 'NOAUTH', 'WRONGPASS']);
-/** Whether an error means "Redis cannot answer" (connection lost or refused, timeout, the
- * server out of memory, loading, read-only, busy, a cluster reconfiguring): the limit takes
- * its failure path. Any other error reply of the server (`ERR ...`, `WRONGTYPE`, ...: a bug
- * in the configuration) and an invalid argument propagate (the framework answers 500). */
+/** Server error replies that mean the server cannot serve now (the same list as the Python
+ * package's `UNAVAILABLE_REPLIES`). */
+exports.UNAVAILABLE_REPLIES = ['OOM', 'LOADING', 'MISCONF', 'READONLY',
+    'CLUSTERDOWN', 'MASTERDOWN', 'BUSY', 'NOREPLICAS', 'TRYAGAIN'];
+const UNAVAILABLE = new Set(exports.UNAVAILABLE_REPLIES);
+/** Whether an error means "Redis cannot answer": no reply (connection lost or refused, a
+ * server that refuses the connection with `ERR max number of clients reached`, a timeout,
+ * the breaker open) or an error reply whose code is one of `UNAVAILABLE_REPLIES` (out of
+ * memory, loading, persistence failing, read-only, a cluster reconfiguring, busy): the limit
+ * takes its failure path. Every other error reply (`ERR ...`, `WRONGTYPE`, `NOAUTH`,
+ * `WRONGPASS`, `NOPERM`, ...: a bug, not an outage) and an invalid argument propagate (the
+ * framework answers 500). */
 function isUnavailable(err) {
     if (err instanceof TypeError || err instanceof RangeError)
         return false;
     const m = err instanceof Error ? err.message : String(err);
+    if (m.startsWith('ERR max number of clients reached'))
+        return true;
     const code = /^([A-Z][A-Z_]+)(?: |$)/.exec(m);
-    return !code || UNAVAILABLE_REPLIES.has(code[1]);
+    return !code || UNAVAILABLE.has(code[1]);
 }
 const QUOTA_EXCEEDED = 'https://iana.org/assignments/http-problem-types#quota-exceeded';
+const QUOTA_TITLE = 'Request cannot be satisfied as assigned quota has been exceeded';
 const REDUCED_CAPACITY = 'https://iana.org/assignments/http-problem-types#temporary-reduced-capacity';
 function matches(m, ctx) {
     if (typeof m === 'function')
@@ -103,7 +110,6 @@ function createGuard(options) {
     const v6Prefix = options.ipv6Prefix ?? 64;
     const trusted = Array.isArray(options.trustedProxies)
         ? new ip_js_1.Networks(options.trustedProxies) : options.trustedProxies;
-    const atomic = options.atomic ?? (!limiter.isCluster || !!options.hashTag);
     const memory = options.memory ?? new memory_js_1.MemoryLimiter();
     const logger = options.logger ?? console;
     const headerOpts = options.headers ?? {};
@@ -147,7 +153,7 @@ function createGuard(options) {
             out.push({ spec, key: `${keyPrefix}${tagPart}${spec.name}:${id}`, cost,
                 shadow: spec.shadow ?? !!options.shadow });
         }
-        return out;
+        return { planned: out, tagged: !!tag };
     }
     const breakerMs = options.breakerMs ?? 1000;
     const now = options.now ?? (() => performance.now());
@@ -204,9 +210,27 @@ function createGuard(options) {
         const specs = exempt ? false : limitsFor(ctx, route);
         if (specs === false || specs.length === 0)
             return done(200, 'exempt', [], {});
-        const planned = await plan(ctx, specs);
-        if (!planned.length)
+        const { planned: all, tagged } = await plan(ctx, specs);
+        if (!all.length)
             return done(200, 'exempt', [], {});
+        // A cost above a limit's limit (burst, capacity or window limit) can never be admitted
+        // (the module would answer ERR COST must not exceed ...): refused here, before Redis is
+        // asked (nothing spent on any limit), by that limit, without Retry-After (waiting does
+        // not help) nor RateLimit headers. A shadow limit only reports it and is not sent.
+        const oversized = all.filter((p) => p.cost > (0, headers_js_1.quota)(p.spec.rule));
+        const planned = all.filter((p) => !oversized.includes(p));
+        const costOutcomes = oversized.map((p) => ({
+            name: p.spec.name, key: p.key, cost: p.cost, shadow: p.shadow, source: 'cost'
+        }));
+        const tooCostly = oversized.filter((p) => !p.shadow);
+        if (tooCostly.length) {
+            return done(429, 'refused', costOutcomes, {}, {
+                type: QUOTA_EXCEEDED, title: QUOTA_TITLE, status: 429,
+                'violated-policies': tooCostly.map((p) => p.spec.name),
+                detail: tooCostly.map((p) => `request cost ${p.cost} exceeds limit '${p.spec.name}' (${(0, headers_js_1.quota)(p.spec.rule)}): it can never be admitted`).join('; '),
+            }, costOutcomes.some((o) => o.shadow));
+        }
+        const atomic = options.atomic ?? (!limiter.isCluster || tagged);
         // Enforced limits in one RL.ALL (atomic) or one command each; shadow limits in another
         // (as they would be decided if enforced), so that a shadow refusal never stops an
         // enforced limit from spending, and vice versa. Limits with a block (RL.ALL takes no
@@ -225,7 +249,7 @@ function createGuard(options) {
         for (const p of planned)
             if (p.shadow && p.spec.blockMs !== undefined)
                 groups.push([p]);
-        const outcomes = [];
+        const outcomes = [...costOutcomes];
         const collect = (gs, settled) => {
             gs.forEach((group, gi) => {
                 const s = settled[gi];
@@ -243,7 +267,7 @@ function createGuard(options) {
                         outcomes.push({ ...base, source: 'fallback', decision: memory.check(p.key, rule, p.cost), error: err });
                     }
                     else {
-                        outcomes.push({ ...base, source: p.spec.failOpen === false && !p.shadow ? 'failed-closed' : 'failed-open', error: err });
+                        outcomes.push({ ...base, source: p.spec.failOpen === false && !p.shadow ? 'fail-closed' : 'fail-open', error: err });
                     }
                 });
             });
@@ -262,13 +286,13 @@ function createGuard(options) {
         for (const o of outcomes) {
             if (o.error !== undefined && !(o.error instanceof CircuitOpenError)) {
                 const msg = o.error instanceof Error ? o.error.message : String(o.error);
-                const how = o.source === 'fallback' ? 'in-memory fallback' : o.source === 'failed-open' ? 'failing open' : 'failing closed';
+                const how = o.source === 'fallback' ? 'in-memory fallback' : o.source === 'fail-open' ? 'failing open' : 'failing closed';
                 logger.warn(`redis-ratelimit: limit "${o.name}" could not reach Redis (${how}): ${msg}`);
             }
         }
-        const shadowRefused = outcomes.some((o) => o.shadow && o.decision && !o.decision.allowed);
+        const shadowRefused = outcomes.some((o) => o.shadow && (o.source === 'cost' || (o.decision && !o.decision.allowed)));
         // Headers in the order of the limits' configuration.
-        const ordered = planned.flatMap((p) => outcomes.filter((o) => o.key === p.key && o.name === p.spec.name));
+        const ordered = all.flatMap((p) => outcomes.filter((o) => o.key === p.key && o.name === p.spec.name));
         const items = ordered
             .filter((o) => !o.shadow && o.decision)
             .map((o) => ({ name: o.name, rule: rule(o, planned), decision: o.decision }));
@@ -278,12 +302,12 @@ function createGuard(options) {
         if (refused.length) {
             return done(429, 'refused', ordered, headers, {
                 type: QUOTA_EXCEEDED,
-                title: 'Request cannot be satisfied as assigned quota has been exceeded',
+                title: QUOTA_TITLE,
                 status: 429,
                 'violated-policies': refused.map((o) => o.name),
             }, shadowRefused);
         }
-        const closed = ordered.filter((o) => o.source === 'failed-closed');
+        const closed = ordered.filter((o) => o.source === 'fail-closed');
         if (closed.length) {
             return done(503, 'unavailable', ordered, { 'Retry-After': '1' }, {
                 type: REDUCED_CAPACITY, title: 'Rate limiter unavailable', status: 503,

@@ -14,7 +14,7 @@ var __exportStar = (this && this.__exportStar) || function(m, exports) {
     for (var p in m) if (p !== "default" && !Object.prototype.hasOwnProperty.call(exports, p)) __createBinding(exports, m, p);
 };
 Object.defineProperty(exports, "__esModule", { value: true });
-exports.RedisRateLimitStore = exports.fastifyRateLimit = exports.expressRateLimit = exports.keys = exports.isUnavailable = exports.createGuard = exports.CircuitOpenError = exports.MemoryLimiter = exports.Networks = exports.parseAddress = exports.formatAddress = exports.clientAddress = exports.addressKey = exports.tightest = exports.sfString = exports.quota = exports.windowSeconds = exports.resetParameter = exports.nextQuotaMs = exports.emissionInterval = exports.rateLimitHeaders = exports.optionArgs = exports.ruleArgs = exports.parseInfo = exports.parseDecision = exports.isUnsupportedOption = exports.TimeoutError = exports.Limiter = exports.createLimiter = void 0;
+exports.RedisRateLimitStore = exports.fastifyRateLimit = exports.expressRateLimit = exports.keys = exports.isUnavailable = exports.createGuard = exports.UNAVAILABLE_REPLIES = exports.CircuitOpenError = exports.MemoryLimiter = exports.Networks = exports.parseAddress = exports.formatAddress = exports.clientAddress = exports.addressKey = exports.tightest = exports.sfString = exports.quota = exports.windowSeconds = exports.resetParameter = exports.nextQuotaMs = exports.emissionInterval = exports.rateLimitHeaders = exports.optionArgs = exports.ruleArgs = exports.parseInfo = exports.parseDecision = exports.isUnsupportedOption = exports.TimeoutError = exports.Limiter = exports.createLimiter = void 0;
 __exportStar(require("./types.js"), exports);
 var limiter_js_1 = require("./limiter.js");
 Object.defineProperty(exports, "createLimiter", { enumerable: true, get: function () { return limiter_js_1.createLimiter; } });
@@ -44,6 +44,7 @@ var memory_js_1 = require("./memory.js");
 Object.defineProperty(exports, "MemoryLimiter", { enumerable: true, get: function () { return memory_js_1.MemoryLimiter; } });
 var guard_js_1 = require("./guard.js");
 Object.defineProperty(exports, "CircuitOpenError", { enumerable: true, get: function () { return guard_js_1.CircuitOpenError; } });
+Object.defineProperty(exports, "UNAVAILABLE_REPLIES", { enumerable: true, get: function () { return guard_js_1.UNAVAILABLE_REPLIES; } });
 Object.defineProperty(exports, "createGuard", { enumerable: true, get: function () { return guard_js_1.createGuard; } });
 Object.defineProperty(exports, "isUnavailable", { enumerable: true, get: function () { return guard_js_1.isUnavailable; } });
 Object.defineProperty(exports, "keys", { enumerable: true, get: function () { return guard_js_1.keys; } });

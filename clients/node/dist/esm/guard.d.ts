@@ -63,8 +63,12 @@ export interface LimitOutcome {
     cost: number;
     shadow: boolean;
     /** redis: decided by the module; fallback: by the in-memory limiter (Redis failed);
-     * failed-open / failed-closed: Redis failed and the limit let the request through / not. */
-    source: 'redis' | 'fallback' | 'failed-open' | 'failed-closed';
+     * fail-open / fail-closed: Redis failed and the limit let the request through / not
+     * (the Python package's names; formerly failed-open / failed-closed, see the README's
+     * "Changes");
+     * cost: the request's cost is above the limit's limit, refused without asking Redis (no
+     * `decision`). */
+    source: 'redis' | 'fallback' | 'fail-open' | 'fail-closed' | 'cost';
     decision?: Decision;
     /** The module's reply, when `decision` is this limit's real state rather than the reply: a
      * rule that would have admitted, in an RL.ALL refused by another, answers as if the request
@@ -93,10 +97,16 @@ export declare class CircuitOpenError extends Error {
     readonly name = "CircuitOpenError";
     constructor();
 }
-/** Whether an error means "Redis cannot answer" (connection lost or refused, timeout, the
- * server out of memory, loading, read-only, busy, a cluster reconfiguring): the limit takes
- * its failure path. Any other error reply of the server (`ERR ...`, `WRONGTYPE`, ...: a bug
- * in the configuration) and an invalid argument propagate (the framework answers 500). */
+/** Server error replies that mean the server cannot serve now (the same list as the Python
+ * package's `UNAVAILABLE_REPLIES`). */
+export declare const UNAVAILABLE_REPLIES: readonly string[];
+/** Whether an error means "Redis cannot answer": no reply (connection lost or refused, a
+ * server that refuses the connection with `ERR max number of clients reached`, a timeout,
+ * the breaker open) or an error reply whose code is one of `UNAVAILABLE_REPLIES` (out of
+ * memory, loading, persistence failing, read-only, a cluster reconfiguring, busy): the limit
+ * takes its failure path. Every other error reply (`ERR ...`, `WRONGTYPE`, `NOAUTH`,
+ * `WRONGPASS`, `NOPERM`, ...: a bug, not an outage) and an invalid argument propagate (the
+ * framework answers 500). */
 export declare function isUnavailable(err: unknown): boolean;
 export interface GuardOptions {
     limiter: Limiter;
@@ -119,7 +129,8 @@ export interface GuardOptions {
     hashTag?: (ctx: RequestContext) => string | null | undefined;
     /** Check the enforced limits of a request with one atomic RL.ALL (all or nothing: a
      * request refused by one limit spends nothing on the others). Default: true on a single
-     * server, and on a cluster when `hashTag` is given; otherwise one command per limit (in
+     * server, and on a cluster for a request whose `hashTag` gives a tag; otherwise (a
+     * cluster, no tag) one command per limit, whatever slots the keys happen to hash to (in
      * parallel; a refused request may then have spent on the limits that admitted it). */
     atomic?: boolean;
     /** Redis timeout per request, ms (default 50). */

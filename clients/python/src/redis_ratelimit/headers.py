@@ -10,15 +10,18 @@
 * ``Retry-After`` (only when refused) — the longest ``retry_after_ms`` of the refusing limits,
   in seconds rounded up, so a client that waits that long is admitted.
 * ``X-RateLimit-Limit`` / ``-Remaining`` / ``-Reset`` on request (``legacy=True``): the
-  tightest limit (a refusing one with the longest wait, else the fewest remaining); Reset is
-  its ``t`` (or, with ``legacy_reset="epoch"``, the Unix time of it, as GitHub sends it).
+  tightest limit (a refusing one with the longest wait, else the fewest remaining, then the
+  longest reset); ``-Remaining`` the fewest remaining of all; Reset is the Unix time in
+  seconds, rounded up, at which that limit is back to full (now + ``reset_after_ms``), as
+  express-rate-limit, Flask-Limiter and GitHub send it (the Node package's too). With
+  ``legacy_reset="delta"``: the seconds until then, rounded up, instead.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Dict, Optional, Sequence
+from typing import Dict, Optional, Sequence, Tuple
 
 from ._protocol import Decision, Rule
 
@@ -99,14 +102,20 @@ class Item:
 
 
 def tightest(items: Sequence[Item]) -> Item:
-    """A refusing item with the longest wait, else the one with the fewest remaining."""
-    return min(items, key=lambda i: (i.decision.allowed, i.decision.remaining,
-                                     -i.decision.retry_after_ms, -i.decision.reset_after_ms))
+    """A refusing item with the longest wait, else the one with the fewest remaining; then
+    the longest reset; then the first (the Node package's order)."""
+    def rank(i: Item) -> Tuple[int, int, int]:
+        d = i.decision
+        return (int(d.allowed), d.remaining if d.allowed else -d.retry_after_ms,
+                -d.reset_after_ms)
+
+    return min(items, key=rank)
 
 
-def render(items: Sequence[Item], *, legacy: bool = False, legacy_reset: str = "delta",
+def render(items: Sequence[Item], *, legacy: bool = False, legacy_reset: str = "epoch",
            now: Optional[float] = None) -> Dict[str, str]:
-    """The response headers for the limits that applied to one request."""
+    """The response headers for the limits that applied to one request. ``now``: the Unix
+    time in seconds for ``X-RateLimit-Reset`` (default ``time.time()``)."""
     if not items:
         return {}
     headers = {
@@ -118,10 +127,16 @@ def render(items: Sequence[Item], *, legacy: bool = False, legacy_reset: str = "
         headers["Retry-After"] = str(_ceil_div(max(d.retry_after_ms for d in refused), 1000))
     if legacy:
         top = tightest(items)
-        reset = reset_seconds(top.rule, top.decision)  # not clamped: a refused client's wait
+        if legacy_reset not in ("epoch", "delta"):
+            raise ValueError('legacy_reset must be "epoch" or "delta"')
+        full_ms = max(0, top.decision.reset_after_ms)  # the tightest limit back to full
         if legacy_reset == "epoch":
-            reset = int((time.time() if now is None else now) + reset)
+            now_ms = int((time.time() if now is None else now) * 1000)
+            reset = _ceil_div(now_ms + full_ms, 1000)
+        else:
+            reset = _ceil_div(full_ms, 1000)
         headers["X-RateLimit-Limit"] = str(top.decision.limit)
-        headers["X-RateLimit-Remaining"] = str(min(i.decision.remaining for i in items))
+        headers["X-RateLimit-Remaining"] = str(max(0, min(i.decision.remaining
+                                                          for i in items)))
         headers["X-RateLimit-Reset"] = str(reset)
     return headers

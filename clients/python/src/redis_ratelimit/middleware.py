@@ -15,9 +15,14 @@ for WSGI/Django, asyncio for ASGI), everything else once:
 3. :meth:`Engine.finish` — the outcome: pass (with the draft-10 headers to add) or refuse
    (429 with ``Retry-After``, or 503 when a fail-closed limit could not be checked).
 
-When Redis fails (unreachable, timeout, ``OOM``), each limit decides alone: with a
-``fallback`` rule it is checked in process memory instead; else ``fail_open`` admits (no
-headers for it) or refuses with 503. Every decision is reported to ``on_decision``.
+A request whose cost for some enforced limit is above that limit's ``limit`` (burst,
+capacity or window limit) can never be admitted: it is refused with 429 before Redis is
+asked (nothing is spent on any limit; no ``Retry-After``, no RateLimit headers).
+
+When Redis fails (unreachable, timeout, ``OOM``, ...: :func:`is_unavailable`), each limit
+decides alone: with a ``fallback`` rule it is checked in process memory instead; else
+``fail_open`` admits (no headers for it) or refuses with 503. Every decision is reported to
+``on_decision``.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from .memory import MemoryLimiter
 log = logging.getLogger("redis_ratelimit")
 
 QUOTA_EXCEEDED = "https://iana.org/assignments/http-problem-types#quota-exceeded"
+QUOTA_TITLE = "Request cannot be satisfied as assigned quota has been exceeded"
 REDUCED_CAPACITY = "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity"
 
 
@@ -136,8 +142,10 @@ class Route:
 class Event:
     """What ``on_decision`` gets, once per applicable limit and request.
 
-    ``source``: ``redis``, ``fallback`` (in-memory), ``fail-open`` or ``fail-closed``.
-    ``refused``: the limit refused (in shadow mode: would have refused).
+    ``source``: ``redis``, ``fallback`` (in-memory), ``fail-open``, ``fail-closed`` (Redis
+    failed), or ``cost`` (the request's cost is above the limit's limit: refused without
+    asking Redis, ``decision`` None). ``refused``: the limit refused (in shadow mode: would
+    have refused).
     """
 
     request: Request
@@ -171,7 +179,9 @@ class Config:
     shadow: bool = False  # every limit in shadow mode
     on_decision: Optional[Callable[[Event], None]] = None
     legacy_headers: bool = False  # also X-RateLimit-Limit / -Remaining / -Reset
-    legacy_reset: str = "delta"  # or "epoch"
+    # X-RateLimit-Reset: "epoch" (default) the Unix time in s, rounded up, of the tightest
+    # limit's full reset (as express-rate-limit and Flask-Limiter); "delta": seconds to it
+    legacy_reset: str = "epoch"
     memory: MemoryLimiter = field(default_factory=MemoryLimiter)
     # After Redis failed, requests go straight to their failure path (fallback, fail open or
     # closed) for this long instead of each waiting for a timeout; then one request tries
@@ -194,8 +204,11 @@ class Call:
 @dataclass(frozen=True)
 class Plan:
     request: Request
-    calls: Tuple[Call, ...]
+    calls: Tuple[Call, ...]  # the limits Redis decides
     shadow_all: bool
+    tagged: bool = False  # the keys carry a hash tag (one cluster slot)
+    # limits whose cost for this request is above their limit: never admissible, not sent
+    oversized: Tuple[Call, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -255,12 +268,35 @@ class Engine:
             return None
         tag = cfg.hash_tag(req) if cfg.hash_tag else None
         base = cfg.key_prefix + (f"{{{tag}}}:" if tag else "")
-        calls = []
+        calls, oversized = [], []
         for lim in limits:
             ident = lim.key(req)
             if ident is not None:
-                calls.append(Call(lim, f"{base}{lim.name}:{ident}", lim.rule_for(lim.cost_of(req))))
-        return Plan(req, tuple(calls), cfg.shadow) if calls else None
+                call = Call(lim, f"{base}{lim.name}:{ident}", lim.rule_for(lim.cost_of(req)))
+                # the module answers ERR COST must not exceed ...: decided here, for every
+                # algorithm, from the rule's limit (burst, capacity or window limit)
+                (oversized if call.rule.cost > call.rule.limit else calls).append(call)
+        if not calls and not oversized:
+            return None
+        return Plan(req, tuple(calls), cfg.shadow, bool(tag), tuple(oversized))
+
+    def refuse_oversized(self, plan: Plan) -> Optional[Outcome]:
+        """A request whose cost is above an enforced limit's limit can never be admitted:
+        429 by that limit, before Redis is asked (nothing spent anywhere), without
+        ``Retry-After`` (waiting does not help) nor RateLimit headers. A shadow limit in
+        that case only reports a would-be refusal (and is not sent)."""
+        refused = []
+        for call in plan.oversized:
+            shadow = call.limit.shadow or plan.shadow_all
+            self._report(Event(plan.request, call.limit.name, call.key, "cost", True, shadow))
+            if not shadow:
+                refused.append(call)
+        if not refused:
+            return None
+        detail = "; ".join(f"request cost {c.rule.cost} exceeds limit {c.limit.name!r} "
+                           f"({c.rule.limit}): it can never be admitted" for c in refused)
+        return _problem(429, QUOTA_EXCEEDED, QUOTA_TITLE, [c.limit.name for c in refused],
+                        {}, detail)
 
     def limits_for(self, req: Request) -> Sequence[Limit]:
         """The defaults, then the first matching route's limits (a route limit named like a
@@ -279,8 +315,9 @@ class Engine:
 
     def batches(self, plan: Plan, cluster: bool) -> List[Batch]:
         """Enforced limits in one command, shadow limits in another. In a cluster, keys
-        that do not share a slot cannot go in one RL.ALL: each limit is then its own
-        command (not all or nothing; give the config a ``hash_tag`` to avoid that).
+        without a hash tag are checked one command per limit, whatever slots they happen
+        to hash to (not all or nothing; give the config a ``hash_tag`` for one RL.ALL), so
+        that the behaviour never depends on the key names.
 
         Limits with a BLOCK penalty each get a command of their own (RL.ALL takes no
         BLOCK); an enforced one is *gated*: it runs only when every enforced decision
@@ -289,7 +326,7 @@ class Engine:
         for shadow in (False, True):
             group = tuple(c for c in plan.calls if (c.shadow or plan.shadow_all) == shadow)
             plain = tuple(c for c in group if not c.limit.blocks)
-            if len(plain) > 1 and cluster and not _one_slot([c.key for c in plain]):
+            if len(plain) > 1 and cluster and not plan.tagged:
                 out += [_batch((c,)) for c in plain]
             elif plain:
                 out.append(_batch(plain))
@@ -340,16 +377,10 @@ class Engine:
                 refused.append(lim.name)
         headers = render(items, legacy=cfg.legacy_headers, legacy_reset=cfg.legacy_reset)
         if refused:
-            body = {"type": QUOTA_EXCEEDED,
-                    "title": "Request cannot be satisfied as assigned quota has been exceeded",
-                    "violated-policies": refused}
-            return Outcome(429, {**headers, "Content-Type": "application/problem+json"},
-                           json.dumps(body).encode())
+            return _problem(429, QUOTA_EXCEEDED, QUOTA_TITLE, refused, headers)
         if closed:
-            body = {"type": REDUCED_CAPACITY, "title": "Rate limiter unavailable",
-                    "violated-policies": closed}
-            return Outcome(503, {"Content-Type": "application/problem+json",
-                                 "Retry-After": "1"}, json.dumps(body).encode())
+            return _problem(503, REDUCED_CAPACITY, "Rate limiter unavailable", closed,
+                            {"Retry-After": "1"})
         delay = max((i.decision.delay_ms or 0 for i in items), default=0)
         return Outcome(None, headers, b"", delay)
 
@@ -363,10 +394,16 @@ class Engine:
             log.exception("on_decision hook failed")
 
 
-def _one_slot(keys: Sequence[str]) -> bool:
-    from redis.crc import key_slot
-
-    return len({key_slot(k.encode()) for k in keys}) == 1
+def _problem(status: int, type_: str, title: str, policies: List[str],
+             headers: Dict[str, str], detail: Optional[str] = None) -> Outcome:
+    """An RFC 9457 problem: ``type``, ``title``, ``status``, ``violated-policies`` (and
+    ``detail`` for a cost above a limit), the same members as the Node package's."""
+    body: Dict[str, Any] = {"type": type_, "title": title, "status": status,
+                            "violated-policies": policies}
+    if detail is not None:
+        body["detail"] = detail
+    return Outcome(status, {**headers, "Content-Type": "application/problem+json"},
+                   json.dumps(body).encode())
 
 
 def _batch(calls: Tuple[Call, ...], gated: bool = False) -> Batch:
@@ -385,16 +422,35 @@ def _batch(calls: Tuple[Call, ...], gated: bool = False) -> Batch:
     return Batch(calls, all_args(rules, False), parse)
 
 
-#: What counts as "Redis cannot answer": connection errors, timeouts, and errors of the
-#: server's state (OOM, LOADING, READONLY, ...). A wrong argument is a bug: it propagates.
+#: Error replies that mean the server cannot serve now (the same list as the Node package).
+UNAVAILABLE_REPLIES = ("OOM", "LOADING", "MISCONF", "READONLY", "CLUSTERDOWN", "MASTERDOWN",
+                       "BUSY", "NOREPLICAS", "TRYAGAIN")
+# redis-py raises these replies as their own classes, without the code in the message
+_UNAVAILABLE_CLASSES = (redis.exceptions.OutOfMemoryError, redis.exceptions.BusyLoadingError,
+                        redis.exceptions.ReadOnlyError, redis.exceptions.TryAgainError,
+                        redis.exceptions.ClusterDownError)  # also MasterDownError
+
+
 def is_unavailable(e: BaseException) -> bool:
+    """Whether an error takes the failure path (fallback, fail open, fail closed): a
+    connection error or a timeout (no reply; also a server that refuses the connection with
+    ``ERR max number of clients reached``), or an error reply whose code is one of
+    :data:`UNAVAILABLE_REPLIES`. Every other error reply (``ERR ...``, ``WRONGTYPE``,
+    ``NOAUTH``, ``WRONGPASS``, ``NOPERM``, ...) is a bug, not an outage: it propagates (500).
+    """
+    if isinstance(e, _UNAVAILABLE_CLASSES):
+        return True
+    if isinstance(e, redis.AuthenticationError):  # the NOAUTH / WRONGPASS replies
+        return False
+    if isinstance(e, redis.ResponseError):  # MISCONF, BUSY, NOREPLICAS keep their code
+        return str(e).split(" ", 1)[0] in UNAVAILABLE_REPLIES
     if isinstance(e, (redis.ConnectionError, redis.TimeoutError, OSError)):
         return True
-    if isinstance(e, redis.ResponseError):
-        msg = str(e)
-        return msg.startswith(("OOM", "LOADING", "READONLY", "MASTERDOWN", "BUSY",
-                               "CLUSTERDOWN", "TRYAGAIN", "NOREPLICAS"))
-    return isinstance(e, redis.RedisError)
+    if isinstance(e, redis.exceptions.SlotNotCoveredError):
+        return True  # a cluster being reconfigured: no node to ask
+    # redis-py's other failures to get a reply (a cluster without a reachable node, a
+    # broken reply); a DataError is a wrong argument (a bug)
+    return isinstance(e, redis.RedisError) and not isinstance(e, redis.DataError)
 
 
 def _is_cluster(client: Any) -> bool:
@@ -402,6 +458,9 @@ def _is_cluster(client: Any) -> bool:
 
 
 def run_sync(engine: Engine, client: Any, plan: Plan) -> Outcome:
+    refused = engine.refuse_oversized(plan)
+    if refused is not None:
+        return refused
     results: List[Tuple[Call, Result]] = []
     for b in engine.batches(plan, _is_cluster(client)):
         if not b.should_run(results):
@@ -420,6 +479,9 @@ def run_sync(engine: Engine, client: Any, plan: Plan) -> Outcome:
 
 
 async def run_async(engine: Engine, client: Any, plan: Plan) -> Outcome:
+    refused = engine.refuse_oversized(plan)
+    if refused is not None:
+        return refused
     results: List[Tuple[Call, Result]] = []
     for b in engine.batches(plan, _is_cluster(client)):
         if not b.should_run(results):
