@@ -330,3 +330,12 @@ def test_cluster_without_hash_tag_is_one_command_per_limit_whatever_the_slots():
     tagged = Engine(Config(limits=eng.config.limits, hash_tag=lambda _: "acme"))
     assert [len(b.calls) for b in tagged.batches(tagged.plan(Request("GET", "/", {}, "::1")),
                                                  cluster=True)] == [2]
+
+
+def test_legacy_reset_is_epoch_by_default_or_delta():
+    from redis_ratelimit import Config
+
+    assert Config().legacy_reset == "epoch"
+    assert Config(legacy_reset="delta").legacy_reset == "delta"
+    with pytest.raises(ValueError, match="legacy_reset"):
+        Config(legacy_reset="seconds")

@@ -189,6 +189,10 @@ class Config:
     breaker_ms: int = 1000
     clock: Callable[[], float] = time.monotonic  # seconds, for the breaker
 
+    def __post_init__(self) -> None:
+        if self.legacy_reset not in ("epoch", "delta"):
+            raise ValueError('legacy_reset must be "epoch" (the default) or "delta"')
+
 
 @dataclass(frozen=True)
 class Call:
