@@ -88,6 +88,7 @@ export function toOptions(config) {
   };
   if (config.breaker_ms !== undefined) o.breakerMs = config.breaker_ms;
   if (config.legacy_headers !== undefined) o.headers = { legacy: config.legacy_headers };
+  if (config.shadow !== undefined) o.shadow = config.shadow;
   return o;
 }
 

@@ -86,7 +86,7 @@ def cost_of(spec: Any):
 
 def limit_of(spec: Dict[str, Any]) -> Limit:
     return Limit(spec["name"], rule_of(spec["rule"]), header_fn(spec["key"]["header"]),
-                 fail_open=spec.get("fail_open", True), shadow=spec.get("shadow", False),
+                 fail_open=spec.get("fail_open", True), shadow=spec.get("shadow"),
                  cost=cost_of(spec.get("cost")), block_ms=spec.get("block_ms"))
 
 
@@ -101,6 +101,8 @@ def config_of(spec: Dict[str, Any]) -> Config:
         kw["breaker_ms"] = spec["breaker_ms"]
     if "legacy_headers" in spec:
         kw["legacy_headers"] = spec["legacy_headers"]
+    if "shadow" in spec:
+        kw["shadow"] = spec["shadow"]
     return Config(limits=[limit_of(x) for x in spec.get("limits", [])], routes=routes,
                   exempt=list(spec.get("exempt", [])), **kw)
 

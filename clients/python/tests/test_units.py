@@ -339,3 +339,18 @@ def test_legacy_reset_is_epoch_by_default_or_delta():
     assert Config(legacy_reset="delta").legacy_reset == "delta"
     with pytest.raises(ValueError, match="legacy_reset"):
         Config(legacy_reset="seconds")
+
+
+def test_a_limit_own_shadow_wins_over_config_shadow():
+    from redis_ratelimit import Config, Limit
+    from redis_ratelimit.middleware import Engine
+
+    eng = Engine(Config(shadow=True, limits=[
+        Limit("enforced", Rule.fixed(1, 60_000), lambda _: "a", shadow=False),
+        Limit("follows", Rule.fixed(1, 60_000), lambda _: "a"),
+        Limit("own", Rule.fixed(1, 60_000), lambda _: "a", shadow=True)]))
+    plan = eng.plan(Request("GET", "/", {}, "::1"))
+    assert [(c.limit.name, c.shadow) for c in plan.calls] == [
+        ("enforced", False), ("follows", True), ("own", True)]
+    assert [[c.limit.name for c in b.calls] for b in eng.batches(plan, cluster=False)] == [
+        ["enforced"], ["follows", "own"]]

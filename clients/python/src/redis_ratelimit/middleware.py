@@ -55,7 +55,8 @@ class Limit:
     ``fail_open``: when Redis cannot answer, admit (True) or answer 503 (False).
     ``fallback``: a rule checked in process memory when Redis cannot answer (takes
     precedence over ``fail_open``; size it per process). ``shadow``: spend and report, never
-    refuse, send no headers for it.
+    refuse, send no headers for it (None, the default: ``Config.shadow``; False enforces
+    this limit even under ``Config(shadow=True)``, as the Node package's ``shadow: false``).
     ``cost``: units a request spends, an int or a function of the request (e.g. an AI
     token estimate from a header); 0 peeks. ``block_ms``: a penalty (``BLOCK ms``): when this
     limit refuses, its key refuses everything for ``block_ms`` (the login brute-force
@@ -68,7 +69,7 @@ class Limit:
     key: KeyFunc
     fail_open: bool = True
     fallback: Optional[Rule] = None
-    shadow: bool = False
+    shadow: Optional[bool] = None  # None: Config.shadow; True / False: this limit's own
     cost: Union[int, Callable[[Request], int]] = 1
     block_ms: Optional[int] = None
 
@@ -176,7 +177,7 @@ class Config:
     exempt: Sequence[Union[PathMatch, Callable[[Request], bool]]] = ()
     key_prefix: str = "rl:"
     hash_tag: Optional[KeyFunc] = None
-    shadow: bool = False  # every limit in shadow mode
+    shadow: bool = False  # every limit in shadow mode, but one with its own shadow=False
     on_decision: Optional[Callable[[Event], None]] = None
     legacy_headers: bool = False  # also X-RateLimit-Limit / -Remaining / -Reset
     # X-RateLimit-Reset: "epoch" (default) the Unix time in s, rounded up, of the tightest
@@ -199,10 +200,7 @@ class Call:
     limit: Limit
     key: str
     rule: Rule  # the limit's rule with this request's cost (and BLOCK)
-
-    @property
-    def shadow(self) -> bool:
-        return self.limit.shadow
+    shadow: bool = False  # the limit's own shadow, else Config.shadow (as Node's)
 
 
 @dataclass(frozen=True)
@@ -276,7 +274,8 @@ class Engine:
         for lim in limits:
             ident = lim.key(req)
             if ident is not None:
-                call = Call(lim, f"{base}{lim.name}:{ident}", lim.rule_for(lim.cost_of(req)))
+                call = Call(lim, f"{base}{lim.name}:{ident}", lim.rule_for(lim.cost_of(req)),
+                            cfg.shadow if lim.shadow is None else lim.shadow)
                 # the module answers ERR COST must not exceed ...: decided here, for every
                 # algorithm, from the rule's limit (burst, capacity or window limit)
                 (oversized if call.rule.cost > call.rule.limit else calls).append(call)
@@ -291,7 +290,7 @@ class Engine:
         that case only reports a would-be refusal (and is not sent)."""
         refused = []
         for call in plan.oversized:
-            shadow = call.limit.shadow or plan.shadow_all
+            shadow = call.shadow
             self._report(Event(plan.request, call.limit.name, call.key, "cost", True, shadow))
             if not shadow:
                 refused.append(call)
@@ -328,7 +327,7 @@ class Engine:
         before it admitted (a request the others refuse does not hit the penalty)."""
         out: List[Batch] = []
         for shadow in (False, True):
-            group = tuple(c for c in plan.calls if (c.shadow or plan.shadow_all) == shadow)
+            group = tuple(c for c in plan.calls if c.shadow == shadow)
             plain = tuple(c for c in group if not c.limit.blocks)
             if len(plain) > 1 and cluster and not plan.tagged:
                 out += [_batch((c,)) for c in plain]
@@ -348,7 +347,7 @@ class Engine:
         closed: List[str] = []
         for call, res in results:
             lim = call.limit
-            shadow = lim.shadow or plan.shadow_all
+            shadow = call.shadow
             err: Optional[BaseException] = None
             if isinstance(res, BaseException):
                 err = res
