@@ -75,8 +75,8 @@ run: build
 test: test-deps build
 	@echo "==> test: $(CARGO) fmt --check"
 	$(CARGO) fmt --check
-	@echo "==> test: $(CARGO) clippy --all-targets -- -D warnings"
-	$(CARGO) clippy --all-targets -- -D warnings
+	@echo "==> test: $(CARGO) clippy --workspace --all-targets -- -D warnings"
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	@echo "==> test: $(CARGO) test --profile itest --lib (unit and property tests)"
 	$(CARGO) test --profile itest --lib
 	@echo "==> test: libFuzzer on the pure layers, 8 s per target (scripts/fuzz.sh: the state codec's closure under every write, tokens, algorithms, CL.THROTTLE)"
@@ -98,7 +98,7 @@ test: test-deps build
 check: test-deps build
 	@echo "==> check: fmt, clippy"
 	$(CARGO) fmt --check
-	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	@echo "==> check: the fuzz crate builds and runs (2 s per target)"
 	bash scripts/fuzz.sh 2
 	@echo "==> check: unit, property and integration tests, redis-cli suite on $${RL_SERVER:-redis-server}"
@@ -111,7 +111,7 @@ fmt-check: test-deps
 	$(CARGO) fmt --check
 
 clippy: test-deps
-	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 cargo-test: build
 	$(CARGO) test --profile itest

@@ -27,9 +27,7 @@ const WINDOW: i64 = 60_000;
 
 // The integration tests' server launcher (free port, own directory, the test clock,
 // RL_SERVER / RL_MODULE); it panics with the server's log when the server cannot start.
-#[path = "../tests/common/server.rs"]
-mod server;
-use server::Server;
+use rl_testkit::Server;
 
 // ------------------------------------------------------------------------ algorithms
 

@@ -1,9 +1,9 @@
 //! RL.ALL: several limits checked and spent atomically, all or nothing.
 
-#[macro_use]
-mod common;
 use common::*;
 use redis::Value;
+use rl_testkit as common;
+use rl_testkit::args;
 
 const USER: &str = "rl:{org:7}:user:42";
 const ORG: &str = "rl:{org:7}";

@@ -1,10 +1,10 @@
 //! One effect per RL.ALL call: `RL._APPLY key payload [key payload ...]` (up to four pairs
 //! a command), its keys declared, applied on replicas and from the AOF like one key's.
 
-#[macro_use]
-mod common;
 use common::*;
 use redis::Value;
+use rl_testkit as common;
+use rl_testkit::args;
 
 fn keys_of(c: &mut redis::Connection, call: &[String]) -> Vec<String> {
     let mut g = args!("COMMAND", "GETKEYS");

@@ -5,10 +5,9 @@
 //! PEXPIRETIME) untouched, so the key still expires by the TTL it was given; admitted
 //! requests under a clock that went back are recorded at the key's own time.
 
-#[macro_use]
-mod common;
-#[path = "support/rate.rs"]
-mod rate;
+use rl_testkit as common;
+use rl_testkit::args;
+use rl_testkit::rate;
 
 use common::*;
 use rate::rate_ttl;

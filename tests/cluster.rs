@@ -7,12 +7,9 @@
 //!
 //! Skipped, with the reason printed, only when `redis-cli --cluster` is not available.
 
-#[macro_use]
-mod common;
-#[path = "support/rate.rs"]
-mod rate;
-#[path = "support/workload.rs"]
-mod workload;
+use rl_testkit as common;
+use rl_testkit::args;
+use rl_testkit::workload;
 
 use common::cluster::{cluster_cli_available, key_slot, Cluster};
 use common::*;

@@ -2,10 +2,9 @@
 //! clock: retry_after_ms is exact (refused 1 ms before, admitted on time); after every
 //! admission the key's PTTL equals reset_after_ms; DRYRUN and refused requests change
 //! nothing (DRYRUN on a missing key creates none).
-#[macro_use]
-mod common;
-#[path = "support/rate.rs"]
-mod rate;
+use rl_testkit as common;
+use rl_testkit::args;
+use rl_testkit::rate;
 
 use common::*;
 use rand::rngs::StdRng;

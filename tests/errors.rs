@@ -3,10 +3,9 @@
 //! without the test-clock config. Every error must leave all state unchanged and the
 //! server answering PING.
 
-#[macro_use]
-mod common;
-#[path = "support/rate.rs"]
-mod rate;
+use rl_testkit as common;
+use rl_testkit::args;
+use rl_testkit::rate;
 
 use common::*;
 use rate::*;

@@ -1,10 +1,9 @@
 //! RL.FIXED on a real server: reply fields across windows (hand-computed at a frozen,
 //! minute-aligned test clock) and the boundary attack a fixed window allows (twice the
 //! limit across a boundary), which RL.LOG and RL.SLIDING do not.
-#[macro_use]
-mod common;
-#[path = "support/rate.rs"]
-mod rate;
+use rl_testkit as common;
+use rl_testkit::args;
+use rl_testkit::rate;
 
 use common::*;
 use rate::*;

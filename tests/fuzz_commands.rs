@@ -16,8 +16,8 @@
 //! Env: `RL_FUZZ_SECONDS` (default 20), `RL_FUZZ_SEED` (default: a fixed seed; `random` for
 //! a new one, printed). A failure prints the seed, the call number and the call.
 
-#[macro_use]
-mod common;
+use rl_testkit as common;
+use rl_testkit::args;
 
 use common::*;
 use rand::rngs::StdRng;

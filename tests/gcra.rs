@@ -1,10 +1,9 @@
 //! RL.GCRA on a real server: every reply field across boundaries (hand-computed at a frozen
 //! test clock), non-unit rates, COST, and concurrent clients admitted exactly up to the
 //! burst.
-#[macro_use]
-mod common;
-#[path = "support/rate.rs"]
-mod rate;
+use rl_testkit as common;
+use rl_testkit::args;
+use rl_testkit::rate;
 
 use common::*;
 use rate::*;

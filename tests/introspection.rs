@@ -1,12 +1,11 @@
 //! What users see around the commands: COMMAND DOCS, INFO ratelimit, configs, keyspace events.
 
-#[macro_use]
-mod common;
-#[path = "support/rate.rs"]
-mod rate;
 use common::*;
 use rate::*;
 use redis::{Connection, Value};
+use rl_testkit as common;
+use rl_testkit::args;
+use rl_testkit::rate;
 
 fn flat(v: &Value) -> Vec<String> {
     match v {

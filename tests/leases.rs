@@ -1,10 +1,9 @@
 //! RL.ACQUIRE, RL.RELEASE and RL.RENEW on a real server: the concurrency limit, leases
 //! released, expired and renewed (also shortened, the TTL following), and fencing tokens
 //! (the 6th field) that only increase, across release, expiry and re-creation of the key.
-#[macro_use]
-mod common;
-#[path = "support/rate.rs"]
-mod rate;
+use rl_testkit as common;
+use rl_testkit::args;
+use rl_testkit::rate;
 
 use common::*;
 use rate::*;

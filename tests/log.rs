@@ -1,9 +1,8 @@
 //! RL.LOG on a real server: reply fields across the trailing window (hand-computed at a
 //! frozen test clock).
-#[macro_use]
-mod common;
-#[path = "support/rate.rs"]
-mod rate;
+use rl_testkit as common;
+use rl_testkit::args;
+use rl_testkit::rate;
 
 use common::*;
 use rate::*;

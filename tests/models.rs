@@ -1,10 +1,9 @@
 //! Randomized runs of every rate command on a real server, each reply compared with an
 //! exact model of the contract (GCRA and token bucket in ns, sliding window, fixed window,
 //! log, queue), and no key the module writes left without a TTL.
-#[macro_use]
-mod common;
-#[path = "support/rate.rs"]
-mod rate;
+use rl_testkit as common;
+use rl_testkit::args;
+use rl_testkit::rate;
 
 use common::*;
 use rand::rngs::StdRng;

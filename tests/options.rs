@@ -6,8 +6,8 @@
 //! get too) untouched; REFUND and BLOCK reach a replica as RL._APPLY effects and leave it
 //! identical; a BLOCK survives DEBUG RELOAD; the INFO counters; the syntax errors.
 
-#[macro_use]
-mod common;
+use rl_testkit as common;
+use rl_testkit::args;
 
 use common::*;
 use redis::{Connection, Value};

@@ -8,14 +8,11 @@
 //! `generate_dump_fixture_v1` (see there) and must never be regenerated once a newer
 //! encoding exists: it is what proves that old files still load.
 
-#[macro_use]
-mod common;
-#[path = "support/dump.rs"]
-mod dump;
-#[path = "support/rate.rs"]
-mod rate;
-#[path = "support/workload.rs"]
-mod workload;
+use rl_testkit as common;
+use rl_testkit::args;
+use rl_testkit::dump;
+use rl_testkit::rate;
+use rl_testkit::workload;
 
 use common::*;
 use dump::{hex, parse, unhex, with_footer, ModulePayload};

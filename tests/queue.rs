@@ -1,9 +1,8 @@
 //! RL.QUEUE on a real server: requests shaped to one per interval (the 6th field,
 //! delay_ms), hand-computed at a frozen test clock.
-#[macro_use]
-mod common;
-#[path = "support/rate.rs"]
-mod rate;
+use rl_testkit as common;
+use rl_testkit::args;
+use rl_testkit::rate;
 
 use common::*;
 use rate::*;

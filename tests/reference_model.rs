@@ -39,8 +39,8 @@
 //! `RL_MODEL_EPISODES` (episodes per seed, default 2500), `RL_MODEL_RULE_CHANGES=0` (no rule
 //! changes), `RL_MODEL_BACKWARDS=0` (no clock steps back): the last two to look past a known
 //! failure.
-#[macro_use]
-mod common;
+use rl_testkit as common;
+use rl_testkit::args;
 
 use common::*;
 use rand::rngs::StdRng;

@@ -5,14 +5,11 @@
 //! replicas that joined late through a full resync (diskless and disk-based). After a
 //! failover the new primary continues every limit from the replicated state.
 
-#[macro_use]
-mod common;
-#[path = "support/fake_replica.rs"]
-mod fake_replica;
-#[path = "support/rate.rs"]
-mod rate;
-#[path = "support/workload.rs"]
-mod workload;
+use rl_testkit as common;
+use rl_testkit::args;
+use rl_testkit::fake_replica;
+use rl_testkit::rate;
+use rl_testkit::workload;
 
 use common::*;
 use fake_replica::{FakeReplica, Psync};

@@ -11,10 +11,9 @@
 //! `RL_PING_BUDGET_MS` (unset: the slowest PING under load is reported, never asserted, since
 //! it depends on what else the machine runs; set it to fail above that many ms, by hand).
 
-#[macro_use]
-mod common;
-#[path = "support/dump.rs"]
-mod dump;
+use rl_testkit as common;
+use rl_testkit::args;
+use rl_testkit::dump;
 
 use common::*;
 use rand::rngs::StdRng;

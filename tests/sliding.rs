@@ -1,10 +1,9 @@
 //! RL.SLIDING on a real server: the weighted estimate across a window boundary, the
 //! retry_after and reset_after rules, COST, and concurrent clients admitted exactly up to
 //! the limit.
-#[macro_use]
-mod common;
-#[path = "support/rate.rs"]
-mod rate;
+use rl_testkit as common;
+use rl_testkit::args;
+use rl_testkit::rate;
 
 use common::*;
 use rate::*;

@@ -3,8 +3,8 @@
 //! formula compared reply by reply over randomized schedules), its string state adopted,
 //! the documented deviations (ERR for zero/negative arguments, WRONGTYPE for other types).
 
-#[macro_use]
-mod common;
+use rl_testkit as common;
+use rl_testkit::args;
 
 use common::*;
 use rand::rngs::StdRng;

@@ -1,10 +1,9 @@
 //! RL.TOKENBUCKET on a real server: reply fields and tokens (hand-computed at a frozen test
 //! clock), the same decisions as RL.GCRA with the same parameters, and concurrent clients
 //! admitted exactly up to the capacity.
-#[macro_use]
-mod common;
-#[path = "support/rate.rs"]
-mod rate;
+use rl_testkit as common;
+use rl_testkit::args;
+use rl_testkit::rate;
 
 use common::*;
 use rand::rngs::StdRng;

@@ -2,10 +2,9 @@
 //! the same MULTI (after an admitted request PTTL equals reset_after_ms), replies split
 //! into the standard five fields and the extra ones (RL.QUEUE's delay_ms, RL.ACQUIRE's
 //! token), RL.INFO fields, expected error texts, and many clients hammering one key.
-//! Included with `#[path = "support/rate.rs"] mod rate;` after `#[macro_use] mod common;`.
-#![allow(dead_code)]
+//! `rl_testkit::rate`.
 
-use crate::common::*;
+use crate::*;
 use redis::{Connection, Value};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Barrier};

@@ -3,15 +3,14 @@
 //! PEXPIRETIME, DEBUG DIGEST-VALUE and DRYRUN replies. Generic over the connection, so the
 //! same code runs on a plain connection and on a cluster connection. Also two workloads
 //! on one server, over subsets of the algorithms, that leave the states in other shapes.
-//! Included after `mod common;` and `#[path = "support/rate.rs"] mod rate;`.
+//! `rl_testkit::workload`.
 //!
 //! The workload runs on the test clock (the caller sets it, e.g. `RL.CLOCK SET T0`) and
 //! moves it forward; every TTL it leaves is minutes long, so nothing expires while a
 //! test runs.
-#![allow(dead_code)]
 
-use crate::common::*;
 use crate::rate::{acq, call, lease_op};
+use crate::*;
 use redis::{Connection, ConnectionLike, Value};
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -9,9 +9,8 @@
 //! Env: `RL_SERVER` (server binary, default `redis-server`), `RL_MODULE` (module path,
 //! default `<crate>/target/release/libredis_ratelimit.so`).
 //!
-//! Self-contained (std and the `redis` crate only), so `examples/compare.rs` includes it
-//! with `#[path]`; the tests reach it through `tests/common/mod.rs`.
-#![allow(dead_code)]
+//! Part of the `rl-testkit` crate (re-exported at its root), which the tests and
+//! `examples/compare.rs` use.
 
 use redis::{Connection, ConnectionLike, Value};
 use std::fs::{self, File};
@@ -30,7 +29,7 @@ const START_TIMEOUT: Duration = Duration::from_secs(30);
 pub fn module_path() -> PathBuf {
     match std::env::var_os("RL_MODULE") {
         Some(p) if !p.is_empty() => PathBuf::from(p),
-        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/libredis_ratelimit.so"),
+        _ => Path::new(crate::ROOT).join("target/release/libredis_ratelimit.so"),
     }
 }
 
@@ -120,7 +119,7 @@ fn check_module(so: &Path) {
         );
     }
     if std::env::var_os("RL_MODULE").is_none() {
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let src = Path::new(crate::ROOT).join("src");
         if let (Some(s), Ok(m)) = (newest_mtime(&src), so.metadata().and_then(|m| m.modified())) {
             if s > m {
                 eprintln!(

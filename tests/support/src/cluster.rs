@@ -2,7 +2,6 @@
 //! node its own process and directory with the module (and the test clock) loaded.
 //!
 //! `RL_CLI` names the redis-cli binary.
-#![allow(dead_code)]
 
 use super::{cli, error_text, info_field, text, wait_until, Server};
 use redis::{Connection, ConnectionLike, Value};

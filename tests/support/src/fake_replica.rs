@@ -3,7 +3,6 @@
 //! replication stream, exactly as the server sent it. Tests use it to see what a listener
 //! really receives, and, with a partial `PSYNC` from the backlog's first byte, what the
 //! replication backlog holds.
-#![allow(dead_code)]
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -13,7 +13,6 @@
 //! <2 bytes, LE>             RDB version of the server that made it (Redis 7.0: 10, Valkey 9: 80)
 //! <8 bytes, LE>             CRC64 (Jones, reflected) of everything before it
 //! ```
-#![allow(dead_code)]
 
 /// CRC64 as Redis computes it (crc64-jones, reflected, init 0, no final xor).
 pub fn crc64(data: &[u8]) -> u64 {

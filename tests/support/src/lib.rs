@@ -1,17 +1,26 @@
-//! The test harness shared by every integration test (`#[macro_use] mod common;`):
+//! The test library shared by every integration test, an ordinary crate (a dev-dependency:
+//! `use rl_testkit as common;`), built once for all of them:
 //! - `server`: the one server launcher (builder, restart, kill, replicas, version gates,
 //!   `wait_until`), re-exported here;
 //! - `cluster`: a cluster of such servers made with `redis-cli --cluster create`;
+//! - `rate` (calling the rate commands), `workload`, `dump` (DUMP payloads),
+//!   `fake_replica` (a replica over a raw socket);
 //! - here: thin helpers that keep server replies raw (`redis::Value`, errors as their
 //!   exact text), the test clock, RL.INFO, key snapshots, the AOF reader.
 //!
 //! Env: `RL_SERVER` (server binary, default `redis-server`), `RL_MODULE` (module path,
 //! default `<crate>/target/release/libredis_ratelimit.so`), `RL_CLI` (default `redis-cli`).
-#![allow(dead_code)]
 
 pub mod cluster;
+pub mod dump;
+pub mod fake_replica;
+pub mod rate;
 mod server;
+pub mod workload;
 pub use server::*;
+
+/// The repository's root (the module's crate).
+pub const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 
 use redis::{Connection, ConnectionLike, Value};
 use std::collections::BTreeMap;
@@ -34,6 +43,7 @@ pub const ERR_CLOCK_DISABLED: &str =
     "ERR RL.CLOCK is disabled: load the module with ratelimit.test-clock yes";
 
 /// `args!(a, b, 3)` -> `Vec<String>`: every argument through `to_string()`.
+#[macro_export]
 macro_rules! args {
     ($($x:expr),* $(,)?) => {
         vec![$(($x).to_string()),*] as Vec<String>
