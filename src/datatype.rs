@@ -123,7 +123,7 @@ pub fn finish(key: &mut Key, p: Pending) -> bool {
 }
 
 /// What a key holds, as far as this module is concerned.
-pub enum Slot<'a> {
+pub enum Holds<'a> {
     Empty,
     Ours(Held<'a>),
     Foreign,
@@ -131,21 +131,21 @@ pub enum Slot<'a> {
 
 /// Looks at an open key.
 #[inline]
-pub fn slot(key: &mut Key) -> Slot<'_> {
+pub fn holds(key: &mut Key) -> Holds<'_> {
     match key.kind() {
-        raw::REDISMODULE_KEYTYPE_EMPTY => Slot::Empty,
+        raw::REDISMODULE_KEYTYPE_EMPTY => Holds::Empty,
         raw::REDISMODULE_KEYTYPE_MODULE => match key.value() {
             Some(Stored::Word(w)) => {
-                unpack(w).map_or(Slot::Foreign, |s| Slot::Ours(Held::Packed(s)))
+                unpack(w).map_or(Holds::Foreign, |s| Holds::Ours(Held::Packed(s)))
             }
-            Some(Stored::Boxed(s)) => Slot::Ours(Held::Boxed(s)),
+            Some(Stored::Boxed(s)) => Holds::Ours(Held::Boxed(s)),
             Some(Stored::Pair(p)) => match unpack_pair(*p) {
-                Some(s) => Slot::Ours(Held::Paired(p, s)),
-                None => Slot::Foreign,
+                Some(s) => Holds::Ours(Held::Paired(p, s)),
+                None => Holds::Foreign,
             },
-            None => Slot::Foreign,
+            None => Holds::Foreign,
         },
-        _ => Slot::Foreign,
+        _ => Holds::Foreign,
     }
 }
 

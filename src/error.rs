@@ -56,7 +56,7 @@ impl Error {
     /// RL.ALL without a rule for a key: names the rules it takes, from the algorithm table
     /// (`ERR RL.ALL needs one rule per key: GCRA, TOKENBUCKET, ... or QUEUE`).
     pub fn all_rules() -> Error {
-        let names: Vec<String> = crate::algos::ALGOS
+        let names: Vec<String> = crate::algo::table::ALGOS
             .iter()
             .filter(|a| a.in_all)
             .map(|a| a.name.to_ascii_uppercase())

@@ -1,7 +1,7 @@
 //! redis-ratelimit: native rate-limiting commands for Redis 7.0+ and Valkey.
 //!
 //! Layout (a map with the path of one request: `docs/internals.md`): pure, no Redis types:
-//! `algos` (the table of algorithms and of options), `algo/` (one file per algorithm),
+//! `algo/` (the table of algorithms, `algo/table.rs`, and one file per algorithm), `options`,
 //! `rule` (a rule and one request with its options, decided on a state), `state` (the
 //! stored value and its codec), `packed` (a state packed into the value word or a pair),
 //! `replay` (operation effects). The thin Redis shell: `table` (the command table),
@@ -14,7 +14,6 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod algo;
-pub mod algos;
 pub mod args;
 pub mod clock;
 pub mod commands;

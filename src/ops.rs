@@ -41,7 +41,7 @@ impl Write {
                 now_us,
             } => {
                 let Ok(gp) = gcra_params(p) else { return };
-                if s.algo() != crate::algos::Algo::Gcra {
+                if s.algo() != crate::algo::table::Algo::Gcra {
                     return;
                 }
                 if let Some(next) = throttle(s, p, &gp, *quantity, *now_us).next {
@@ -182,8 +182,8 @@ pub fn stays_storable(s: &State, w: &Write) -> Result<State, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::algo::table::Algo;
     use crate::algo::{lease, window, MAX_SPAN_MS, MAX_TIME_MS, US_PER_MS};
-    use crate::algos::Algo;
     use crate::rule::{Ask, Request, Rule, WindowAlgo};
     use crate::state::ENCODING_VERSION;
     use proptest::prelude::*;

@@ -2,7 +2,7 @@
 //! `RedisModule_SetCommandInfo` (both Redis 7.0), so `COMMAND INFO`, `COMMAND DOCS`,
 //! `COMMAND GETKEYS` and cluster routing work as for built-in commands.
 
-use crate::algos::Algo;
+use crate::algo::table::Algo;
 use crate::options::Opt;
 use crate::rm::{self, Ctx};
 use crate::table::{Arg, Keys, COMMANDS};

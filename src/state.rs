@@ -16,7 +16,7 @@
 
 use crate::algo::{gcra, lease, log, window, MAX_SPAN_MS, MAX_TIME_MS, NS_PER_MS, US_PER_MS};
 
-pub use crate::algos::Algo;
+pub use crate::algo::table::Algo;
 
 /// A value of an `RL.INFO` field.
 #[derive(Debug, Clone, PartialEq, Eq)]

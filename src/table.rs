@@ -1,10 +1,10 @@
 //! The command table: one row per command (its handler, flags, arity, key, ACL categories
 //! and docs). Registration, `COMMAND DOCS` and the `INFO ratelimit` counters all follow from
 //! it (`register.rs`, `stats.rs`); a rate command's arguments and arity follow from its
-//! algorithm's row in `algos.rs`.
+//! algorithm's row in `algo/table.rs`.
 
-use crate::algos::Algo;
-use crate::commands::{self, all, apply, clock, info, lease, rate, throttle, Handler};
+use crate::algo::table::Algo;
+use crate::commands::{self, all, apply, info, lease, rate, testclock, throttle, Handler};
 use crate::rm::{self, Ctx, RStr};
 use redis_module::raw;
 use std::ffi::{c_int, CStr};
@@ -191,7 +191,7 @@ commands! {
     Info: c"rl.info" => info::info, READ, 2,
         c"Shows a rate-limit key's algorithm, stored state and TTL", c"O(1)",
         &[Arg::Key(c"key")];
-    Clock: c"rl.clock" => clock::clock, NO_KEY, -2,
+    Clock: c"rl.clock" => testclock::clock, NO_KEY, -2,
         c"Test clock (only with ratelimit.test-clock yes): GET, SET, ADVANCE, REAL", c"O(1)",
         &[Arg::OneOf(
             c"subcommand",

@@ -7,8 +7,8 @@
 //! holds. A store the server refuses is an error reply (counted as the command's error),
 //! never "admitted".
 
-use crate::clock as mclock;
-use crate::datatype::{self, Held, Pending, Slot};
+use crate::clock;
+use crate::datatype::{self, Held, Holds, Pending};
 use crate::error::{Error, STORE, WRONGTYPE};
 use crate::propagate::{self, Batch};
 use crate::rm::{self, Ctx, Key, RStr};
@@ -127,9 +127,9 @@ impl<'a> Txn<'a> {
         decide: impl FnOnce(&mut State) -> (T, Option<Written>),
         batch: Option<&mut Batch<'a>>,
     ) -> Result<Option<T>, Error> {
-        let source = match datatype::slot(&mut self.key) {
-            Slot::Ours(h) if h.algo() == algo => Source::Held(h),
-            Slot::Empty => match fresh() {
+        let source = match datatype::holds(&mut self.key) {
+            Holds::Ours(h) if h.algo() == algo => Source::Held(h),
+            Holds::Empty => match fresh() {
                 Some(s) => Source::Fresh(s),
                 None => return Ok(None),
             },
@@ -138,7 +138,7 @@ impl<'a> Txn<'a> {
                     Some(s) => Source::Fresh(s),
                     None => return Ok(None),
                 },
-                (Other::Refuse | Other::AdoptString(_), Slot::Ours(h)) => {
+                (Other::Refuse | Other::AdoptString(_), Holds::Ours(h)) => {
                     return Err(Error::other_algorithm(h.algo().name()))
                 }
                 (Other::AdoptString(adopt), _) => {
@@ -160,7 +160,7 @@ impl<'a> Txn<'a> {
             Source::Fresh(mut s) => {
                 let (v, w) = decide(&mut s);
                 let overwrite =
-                    w.is_some() && !matches!(datatype::slot(&mut self.key), Slot::Empty);
+                    w.is_some() && !matches!(datatype::holds(&mut self.key), Holds::Empty);
                 if overwrite {
                     self.key.delete();
                 }
@@ -191,7 +191,7 @@ impl<'a> Txn<'a> {
         w: Written,
         batch: Option<&mut Batch<'a>>,
     ) -> Result<(), Error> {
-        if let Slot::Foreign = datatype::slot(&mut self.key) {
+        if let Holds::Foreign = datatype::holds(&mut self.key) {
             self.key.delete();
         }
         self.finish(Pending::Store(s), w, batch)
@@ -220,7 +220,7 @@ impl<'a> Txn<'a> {
         let at = match w.expiry {
             Expiry::After(0) => {
                 // Equivalent to a fresh key: no state at all.
-                if !matches!(datatype::slot(&mut self.key), Slot::Empty) {
+                if !matches!(datatype::holds(&mut self.key), Holds::Empty) {
                     self.key.delete();
                     propagate::del(self.ctx, self.name);
                 }
@@ -230,7 +230,7 @@ impl<'a> Txn<'a> {
             // compute), set here and sent to replicas as is: both sides expire the key at
             // the same instant.
             Expiry::After(ttl_ms) => {
-                Some(mclock::expiry_base_ms(self.now_us).saturating_add(ttl_ms))
+                Some(clock::expiry_base_ms(self.now_us).saturating_add(ttl_ms))
             }
             Expiry::At(at) => at,
         };

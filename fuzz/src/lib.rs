@@ -1,7 +1,7 @@
 //! The module's pure layers, compiled in from `../src` by path, and the checks the fuzz
 //! targets share.
 //!
-//! Only `algo/`, `algos.rs`, `ops.rs`, `state.rs`, `rule.rs` and `replay.rs` are included: they use nothing from Redis (the
+//! Only `algo/` (with the algorithm table), `ops.rs`, `state.rs`, `rule.rs` and `replay.rs` are included: they use nothing from Redis (the
 //! README's layout promises it), so the fuzzers need neither a server nor the Redis
 //! allocator the module's own rlib installs as the global allocator.
 //!
@@ -16,8 +16,6 @@
 
 #[path = "../../src/algo/mod.rs"]
 pub mod algo;
-#[path = "../../src/algos.rs"]
-pub mod algos;
 #[path = "../../src/ops.rs"]
 pub mod ops;
 #[path = "../../src/options.rs"]

@@ -14,6 +14,7 @@ pub mod leaseset;
 pub mod log;
 pub mod slot;
 pub mod stamps;
+pub mod table;
 pub mod window;
 
 /// Microseconds per millisecond.

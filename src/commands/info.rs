@@ -1,7 +1,7 @@
 //! `RL.INFO key`: the stored state as field/value pairs (a map on RESP3).
 
 use crate::clock;
-use crate::datatype::{self, Slot};
+use crate::datatype::{self, Holds};
 use crate::error::{Error, WRONGTYPE};
 use crate::rm::{self, Ctx, Key, RStr};
 use crate::state::InfoValue as Val;
@@ -11,13 +11,13 @@ pub fn info(ctx: Ctx, args: &[RStr]) -> Result<super::Decided, Error> {
         return Err(Error::Arity);
     };
     let mut key = Key::open(ctx, name, false);
-    let s = match datatype::slot(&mut key) {
-        Slot::Empty => {
+    let s = match datatype::holds(&mut key) {
+        Holds::Empty => {
             rm::reply_null(ctx);
             return Ok(None);
         }
-        Slot::Foreign => return Err(Error::Static(WRONGTYPE)),
-        Slot::Ours(s) => (*s).clone(),
+        Holds::Foreign => return Err(Error::Static(WRONGTYPE)),
+        Holds::Ours(s) => (*s).clone(),
     };
     let mut fields = s.info(clock::now_us());
     fields.push(("ttl_ms", Val::Signed(key.expire())));

@@ -3,14 +3,14 @@
 
 pub mod all;
 pub mod apply;
-pub mod clock;
 pub mod info;
 pub mod lease;
 pub mod rate;
+pub mod testclock;
 pub mod throttle;
 
 use crate::algo::Decision;
-use crate::clock as mclock;
+use crate::clock;
 use crate::error::{Error, INTERNAL};
 use crate::replay::Op;
 use crate::rm::{self, Ctx, RStr};
@@ -123,7 +123,7 @@ pub fn count(req: &Request, o: &Outcome) -> Decided {
 /// transaction (`txn.rs`).
 #[inline]
 pub fn run(ctx: Ctx, name: &RStr, rule: &Rule, req: &Request) -> Result<Outcome, Error> {
-    let mut txn = Txn::open(ctx, name, req.commit, mclock::now_us());
+    let mut txn = Txn::open(ctx, name, req.commit, clock::now_us());
     request(&mut txn, rule, req)
 }
 
