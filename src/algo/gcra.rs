@@ -126,6 +126,28 @@ pub struct Stored<'a> {
     pub rule: &'a Params,
 }
 
+/// `num / den` (`den >= 1`), by the 64-bit division when both fit in 64 bits: the same
+/// quotient, without the call into the 128-bit division. On the hot path they fit: the
+/// differences of instants (at most a few spans) always, absolute instants when `count` is small.
+#[inline]
+fn div(num: u128, den: u128) -> u128 {
+    if (num | den) >> 64 == 0 {
+        u128::from(num as u64 / den as u64)
+    } else {
+        num / den
+    }
+}
+
+/// `ceil(num / den)` (`den >= 1`), as [`div`] computes it.
+#[inline]
+fn ceil_div(num: u128, den: u128) -> u128 {
+    if (num | den) >> 64 == 0 {
+        u128::from((num as u64).div_ceil(den as u64))
+    } else {
+        div_ceil(num, den)
+    }
+}
+
 /// `x` ticks of `1/from` ns as ticks of `1/to` ns, rounded up (`from`, `to` >= 1).
 #[inline]
 fn rescale(x: u128, from: u64, to: u64) -> u128 {
@@ -158,6 +180,14 @@ impl Tat {
     /// The instant `ticks` (of `1/count` ns) as a stored TAT.
     #[inline]
     fn from_ticks(ticks: u128, count: u64) -> Tat {
+        if ticks >> 64 == 0 {
+            // The 64-bit division (see [`div`]): the same quotient and remainder.
+            let t = ticks as u64;
+            return Tat {
+                ns: t / count,
+                frac: t % count,
+            };
+        }
         let c = u128::from(count);
         Tat {
             ns: sat_u64(ticks / c),
@@ -250,7 +280,7 @@ pub fn decide_queued(
 /// ms (rounded up) from the view's now to its TAT: what a request admitted there waits.
 #[inline]
 fn wait_ms(v: &View, p: &Params) -> u64 {
-    sat_u64(div_ceil(v.tat - v.now, p.tick_ms()))
+    sat_u64(ceil_div(v.tat - v.now, p.tick_ms()))
 }
 
 /// [`decide`] on the state's view.
@@ -264,9 +294,9 @@ fn decide_in(v: &View, p: &Params, cost: u64) -> (Decision, Option<Tat>) {
         let d = Decision {
             allowed: true,
             limit: p.burst,
-            remaining: sat_u64((tau - (next - v.at)) / t),
+            remaining: sat_u64(div(tau - (next - v.at), t)),
             retry_after_ms: 0,
-            reset_after_ms: sat_u64(div_ceil(next - v.now, tick_ms)),
+            reset_after_ms: sat_u64(ceil_div(next - v.now, tick_ms)),
         };
         (d, Some(Tat::from_ticks(next, p.count)))
     } else {
@@ -274,9 +304,9 @@ fn decide_in(v: &View, p: &Params, cost: u64) -> (Decision, Option<Tat>) {
         let d = Decision {
             allowed: false,
             limit: p.burst,
-            remaining: sat_u64(tau.saturating_sub(v.tat - v.at) / t),
-            retry_after_ms: sat_u64(div_ceil(next - tau - v.now, tick_ms)),
-            reset_after_ms: sat_u64(div_ceil(v.tat - v.now, tick_ms)),
+            remaining: sat_u64(div(tau.saturating_sub(v.tat - v.at), t)),
+            retry_after_ms: sat_u64(ceil_div(next - tau - v.now, tick_ms)),
+            reset_after_ms: sat_u64(ceil_div(v.tat - v.now, tick_ms)),
         };
         (d, v.retimed.then(|| Tat::from_ticks(v.tat, p.count)))
     }
