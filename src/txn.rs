@@ -152,28 +152,34 @@ impl<'a> Txn<'a> {
                 _ => return Err(Error::Static(WRONGTYPE)),
             },
         };
-        let (value, pending, written) = match source {
+        // Each source stores its own way; nothing is stored unless the decision wrote.
+        let value = match source {
             Source::Held(mut h) => {
                 let (v, w) = decide(&mut h);
-                (v, w.is_some().then(|| h.to_store()), w)
+                if let Some(w) = w {
+                    let p = h.to_store();
+                    self.finish(p, w, batch)?;
+                }
+                v
             }
             Source::Fresh(mut s) => {
                 let (v, w) = decide(&mut s);
-                let overwrite =
-                    w.is_some() && !matches!(datatype::holds(&mut self.key), Holds::Empty);
-                if overwrite {
-                    self.key.delete();
+                if let Some(w) = w {
+                    if !matches!(datatype::holds(&mut self.key), Holds::Empty) {
+                        self.key.delete();
+                    }
+                    self.finish(Pending::Set(s), w, batch)?;
                 }
-                (v, Some(Pending::Set(s)), w)
+                v
             }
             Source::Adopted(mut s) => {
                 let (v, w) = decide(&mut s);
-                (v, Some(Pending::Store(s)), w)
+                if let Some(w) = w {
+                    self.finish(Pending::Store(s), w, batch)?;
+                }
+                v
             }
         };
-        if let (Some(w), Some(p)) = (written, pending) {
-            self.finish(p, w, batch)?;
-        }
         Ok(Some(value))
     }
 
