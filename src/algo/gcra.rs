@@ -209,7 +209,7 @@ struct View {
 /// The stored state read under `p` at `now_us` (see the module documentation): re-timed if
 /// its interval differs (units counted at the key's own time under its own rule), then read
 /// like any TAT under `p`, at `max(now, TAT - tau)`.
-#[inline]
+#[inline(always)]
 fn view(s: Option<Stored>, p: &Params, now_us: u64) -> View {
     let now = p.ticks_of(now_us);
     let Some(s) = s else {
@@ -284,7 +284,7 @@ fn wait_ms(v: &View, p: &Params) -> u64 {
 }
 
 /// [`decide`] on the state's view.
-#[inline]
+#[inline(always)]
 fn decide_in(v: &View, p: &Params, cost: u64) -> (Decision, Option<Tat>) {
     let t = p.t();
     let tau = p.tau();
