@@ -118,7 +118,7 @@ impl<'a> Txn<'a> {
 
     /// [`Txn::decide`], with the effect added to `batch` when there is one (sent with the
     /// call's other effects) instead of propagated at once.
-    #[inline]
+    #[inline(always)]
     pub fn decide_in<T>(
         &mut self,
         algo: Algo,

@@ -121,14 +121,14 @@ pub fn count(req: &Request, o: &Outcome) -> Decided {
 /// Decides one request of `rule` on key `name` and, when it writes (see
 /// [`Rule::request`]), stores the new state with its TTL and propagates the effect: one key
 /// transaction (`txn.rs`).
-#[inline]
+#[inline(always)]
 pub fn run(ctx: Ctx, name: &RStr, rule: &Rule, req: &Request) -> Result<Outcome, Error> {
     let mut txn = Txn::open(ctx, name, req.commit, clock::now_us());
     request(&mut txn, rule, req)
 }
 
 /// [`run`] on an open key.
-#[inline]
+#[inline(always)]
 pub fn request(txn: &mut Txn, rule: &Rule, req: &Request) -> Result<Outcome, Error> {
     let now = txn.now_us();
     let out = txn.decide(
