@@ -184,7 +184,7 @@ mod tests {
     use super::*;
     use crate::algo::table::Algo;
     use crate::algo::{lease, window, MAX_SPAN_MS, MAX_TIME_MS, US_PER_MS};
-    use crate::rule::{Ask, Request, Rule, WindowAlgo};
+    use crate::rule::{Ask, Request, Rule, WindowAlgo, WindowRule};
     use crate::state::ENCODING_VERSION;
     use proptest::prelude::*;
 
@@ -327,11 +327,10 @@ mod tests {
                     _ => n,
                 };
                 match Rule::new(algo, numbers).ok()? {
-                    Rule::Window(a, p, _) if slot % 2 == 1 => Some(Rule::Window(
-                        a,
-                        p,
-                        window::stagger_ms(slot as u16, p.span_ms),
-                    )),
+                    Rule::Window(r) if slot % 2 == 1 => Some(Rule::Window(WindowRule {
+                        offset_ms: window::stagger_ms(slot as u16, r.params.span_ms),
+                        ..r
+                    })),
                     r => Some(r),
                 }
             });
@@ -452,6 +451,6 @@ mod tests {
             now_us: 1,
         };
         assert_eq!(stays_storable(&s, &w), Ok(s.clone()));
-        assert!(matches!(r, Rule::Window(WindowAlgo::Fixed, _, _)));
+        assert!(matches!(r, Rule::Window(w) if w.algo == WindowAlgo::Fixed));
     }
 }

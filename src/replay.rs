@@ -327,11 +327,7 @@ mod tests {
             assert!(State::decode(b).is_err());
         }
         // The small states never replay.
-        let gcra = Rule::Window(
-            crate::rule::WindowAlgo::Fixed,
-            window::Params::new(1, 1).unwrap(),
-            0,
-        );
+        let gcra = Rule::new(Algo::Fixed, [1, 1, 0]).unwrap();
         assert_eq!(Op::of_request(&gcra, &Request::spend(1, true), T0), None);
         // Numbers the parser refuses are refused.
         let bad = |f: [u64; 8]| {

@@ -1,168 +1,67 @@
 //! A rule is one algorithm with its parameters: what a rate command asks for. It connects
-//! the stored [`State`] to the pure algorithms; still no Redis types here.
+//! the stored [`State`] to the pure algorithms (each behind [`Algorithm`]), and builds the
+//! request options (`PARTIAL`, `RESERVE`, `BLOCK`, `REFUND`, peeks, dry runs) on their
+//! `spend` and `refund` once for every algorithm; still no Redis types here.
 
-use crate::algo::{gcra, lease, log, window, Decision, ParamError, US_PER_MS};
+pub use crate::algo::gcra::{BucketAlgo, BucketRule};
+pub use crate::algo::request::{Ask, Event, Extra, Outcome, Request};
+pub use crate::algo::window::{WindowAlgo, WindowRule};
+use crate::algo::{lease, window, Algorithm, Decision, ParamError, Spent, US_PER_MS};
 use crate::state::{Algo, Blocked, Bucket, LeaseState, LogState, State, Window};
-
-/// A member of the GCRA family (the arithmetic is the same; the replies differ).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BucketAlgo {
-    Gcra,
-    TokenBucket,
-    Queue,
-}
-
-/// A window counter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WindowAlgo {
-    Sliding,
-    Fixed,
-}
-
-impl BucketAlgo {
-    pub fn algo(self) -> Algo {
-        match self {
-            BucketAlgo::Gcra => Algo::Gcra,
-            BucketAlgo::TokenBucket => Algo::TokenBucket,
-            BucketAlgo::Queue => Algo::Queue,
-        }
-    }
-}
-
-impl WindowAlgo {
-    pub fn algo(self) -> Algo {
-        match self {
-            WindowAlgo::Sliding => Algo::Sliding,
-            WindowAlgo::Fixed => Algo::Fixed,
-        }
-    }
-}
 
 /// A rule: an algorithm and its numbers (only combinations that exist can be written).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rule {
     /// GCRA, token bucket or queue.
-    Bucket(BucketAlgo, gcra::Params),
-    /// Sliding or fixed window counter, with its windows' offset in ms (`STAGGER`; 0 for
-    /// windows aligned to the epoch).
-    Window(WindowAlgo, window::Params, u64),
+    Bucket(BucketRule),
+    /// Sliding or fixed window counter (with its `STAGGER` offset).
+    Window(WindowRule),
     /// Exact sliding log.
     Log(window::Params),
     /// Concurrency leases (`RL.ACQUIRE`).
     Acquire(lease::Params),
 }
 
-/// What a command appends after the five standard fields.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Extra {
-    None,
-    /// `RL.QUEUE`: ms the admitted request waits (0 when refused; for a peek or a refund,
-    /// what a request admitted now would wait).
-    Delay(u64),
-    /// `RL.ACQUIRE`: the lease's token (None when refused).
-    Token(Option<lease::Token>),
-}
-
-/// What a request asks of its rule.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ask {
-    /// Spend this many units (`COST n`, default 1); 0 is a peek.
-    Spend(u64),
-    /// Give back this many units (`REFUND n`).
-    Refund(u64),
-}
-
-/// One request: what it asks and its options (the contract's "Beyond yes or no").
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Request {
-    pub ask: Ask,
-    /// `PARTIAL`: spend up to the cost, at least one unit.
-    pub partial: bool,
-    /// `RESERVE r`: admit only if at least `r` units remain after this request.
-    pub reserve: u64,
-    /// `BLOCK ms`: when refused, refuse every request for this long (0: no BLOCK).
-    pub block_ms: u64,
-    /// Not a dry run: an admitted request, a refund and a refusal that starts or extends a
-    /// block store what they change.
-    pub commit: bool,
-}
-
-impl Request {
-    /// A request of at least one unit with none of the options beyond COST and DRYRUN.
-    #[inline]
-    pub fn is_plain(&self) -> bool {
-        matches!(self.ask, Ask::Spend(c) if c > 0)
-            && !self.partial
-            && self.reserve == 0
-            && self.block_ms == 0
-    }
-
-    /// The units a spend asks for (0 for a refund).
-    #[inline]
-    pub fn cost(&self) -> u64 {
-        match self.ask {
-            Ask::Spend(c) => c,
-            Ask::Refund(_) => 0,
+/// Runs `$body` with `$r` bound to the rule of `$rule` and `$s` to the state of `$state`
+/// when both are of one algorithm's [`Algorithm`] type; else `$other`. The one list of the
+/// rule enum's variants with their states.
+macro_rules! paired {
+    ($rule:expr, $state:expr, |$r:ident, $s:ident| $body:expr, else $other:expr) => {
+        match ($rule, $state) {
+            (Rule::Bucket($r), State::Gcra($s) | State::TokenBucket($s) | State::Queue($s)) => {
+                $body
+            }
+            (Rule::Window($r), State::Sliding($s) | State::Fixed($s)) => $body,
+            (Rule::Log($r), State::Log($s)) => $body,
+            (Rule::Acquire($r), State::Concurrency($s)) => $body,
+            _ => $other,
         }
-    }
+    };
+}
 
-    /// A plain request of `cost` units.
-    pub const fn spend(cost: u64, commit: bool) -> Request {
-        Request {
-            ask: Ask::Spend(cost),
-            partial: false,
-            reserve: 0,
-            block_ms: 0,
-            commit,
+/// Runs `$body` with `$r` bound to the rule of `$rule` and `$A` to its state's
+/// [`Algorithm`] type.
+macro_rules! by_rule {
+    ($rule:expr, |$A:ident, $r:ident| $body:expr) => {
+        match $rule {
+            Rule::Bucket($r) => {
+                type $A = Bucket;
+                $body
+            }
+            Rule::Window($r) => {
+                type $A = Window;
+                $body
+            }
+            Rule::Log($r) => {
+                type $A = LogState;
+                $body
+            }
+            Rule::Acquire($r) => {
+                type $A = LeaseState;
+                $body
+            }
         }
-    }
-}
-
-/// An event of a request that `INFO ratelimit` counts: bit `1 << event` of
-/// [`Outcome::events`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Event {
-    /// A cost-0 request.
-    Peek,
-    /// A refund.
-    Refund,
-    /// A PARTIAL request granted fewer units than it asked for.
-    PartialShort,
-    /// Refused because the RESERVE would not have remained.
-    ReserveRefused,
-    /// A refusal that started or extended a block.
-    BlockSet,
-    /// Refused because the key is blocked.
-    Blocked,
-}
-
-impl Event {
-    /// Every event, in bit order, with its `INFO ratelimit` counter.
-    pub const ALL: [(Event, &'static str); 6] = [
-        (Event::Peek, "peeks"),
-        (Event::Refund, "refunds"),
-        (Event::PartialShort, "partial_short_grants"),
-        (Event::ReserveRefused, "reserve_refusals"),
-        (Event::BlockSet, "blocks_set"),
-        (Event::Blocked, "blocked_refusals"),
-    ];
-
-    /// The event's bit in [`Outcome::events`].
-    pub const fn bit(self) -> u8 {
-        1 << self as u8
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Outcome {
-    pub decision: Decision,
-    pub extra: Extra,
-    /// `PARTIAL`: the units spent (0 when refused).
-    pub granted: Option<u64>,
-    /// The state was changed and must be stored, expired and replicated.
-    pub wrote: bool,
-    /// What happened, for the counters ([`Event`] bits).
-    pub events: u8,
+    };
 }
 
 /// ms, rounded up, from `now_us` until `until_us` (0 if not after).
@@ -170,83 +69,51 @@ fn ms_until(until_us: u64, now_us: u64) -> u64 {
     until_us.saturating_sub(now_us).div_ceil(US_PER_MS)
 }
 
-/// The names `gcra::Params` gives errors about RL.QUEUE (its count is always 1).
-const QUEUE_NAMES: gcra::Names = ["capacity", "count", "interval_ms"];
-
 impl Rule {
     /// The rule of `algo` from its numbers, in the order of its row's `args` (each already
     /// at least 1; unused ones 0).
     pub fn new(algo: Algo, numbers: [u64; 3]) -> Result<Rule, ParamError> {
-        let [x, y, z] = numbers;
         Ok(match algo {
-            Algo::Gcra => Rule::Bucket(
-                BucketAlgo::Gcra,
-                gcra::Params::new(x, y, z, gcra::GCRA_NAMES)?,
-            ),
-            Algo::TokenBucket => Rule::Bucket(
-                BucketAlgo::TokenBucket,
-                gcra::Params::new(x, y, z, gcra::BUCKET_NAMES)?,
-            ),
-            Algo::Queue => {
-                Rule::Bucket(BucketAlgo::Queue, gcra::Params::new(x, 1, y, QUEUE_NAMES)?)
+            Algo::Gcra | Algo::TokenBucket | Algo::Queue => {
+                Rule::Bucket(Bucket::rule(algo, numbers)?)
             }
-            Algo::Sliding => Rule::Window(WindowAlgo::Sliding, window::Params::new(x, y)?, 0),
-            Algo::Fixed => Rule::Window(WindowAlgo::Fixed, window::Params::new(x, y)?, 0),
-            Algo::Log => Rule::Log(window::Params::new(x, y)?),
-            Algo::Concurrency => Rule::Acquire(lease::Params::new(x, y)?),
+            Algo::Sliding | Algo::Fixed => Rule::Window(Window::rule(algo, numbers)?),
+            Algo::Log => Rule::Log(LogState::rule(algo, numbers)?),
+            Algo::Concurrency => Rule::Acquire(LeaseState::rule(algo, numbers)?),
         })
     }
 
+    #[inline]
     pub fn algo(&self) -> Algo {
-        match self {
-            Rule::Bucket(a, _) => a.algo(),
-            Rule::Window(a, _, _) => a.algo(),
-            Rule::Log(_) => Algo::Log,
-            Rule::Acquire(_) => Algo::Concurrency,
-        }
+        by_rule!(self, |A, r| A::algo(r))
     }
 
     /// The most cost-1 requests a fresh key admits at once (the reply's `limit`).
+    #[inline]
     pub fn limit(&self) -> u64 {
-        match self {
-            Rule::Bucket(_, p) => p.burst,
-            Rule::Window(_, p, _) | Rule::Log(p) => p.limit,
-            Rule::Acquire(p) => p.limit,
-        }
+        by_rule!(self, |A, r| A::limit(r))
     }
 
     /// The state of a key that does not exist.
     pub fn fresh(&self) -> State {
-        match *self {
-            Rule::Bucket(a, params) => {
-                let b = Bucket {
-                    params,
-                    tat: gcra::Tat { ns: 0, frac: 0 },
-                };
-                match a {
+        match self {
+            Rule::Bucket(r) => {
+                let b = Bucket::fresh(r);
+                match r.algo {
                     BucketAlgo::Gcra => State::Gcra(b),
                     BucketAlgo::TokenBucket => State::TokenBucket(b),
                     BucketAlgo::Queue => State::Queue(b),
                 }
             }
-            Rule::Window(a, params, _) => {
-                let w = Window {
-                    params,
-                    counters: window::Counters::default(),
-                };
-                match a {
+            Rule::Window(r) => {
+                let w = Window::fresh(r);
+                match r.algo {
                     WindowAlgo::Sliding => State::Sliding(w),
                     WindowAlgo::Fixed => State::Fixed(w),
                 }
             }
-            Rule::Log(params) => State::Log(LogState {
-                params,
-                log: log::Log::default(),
-            }),
-            Rule::Acquire(p) => State::Concurrency(Box::new(LeaseState {
-                limit: p.limit,
-                leases: lease::Leases::default(),
-            })),
+            Rule::Log(r) => State::Log(LogState::fresh(r)),
+            Rule::Acquire(r) => State::Concurrency(Box::new(LeaseState::fresh(r))),
         }
     }
 
@@ -461,27 +328,7 @@ impl Rule {
     /// `REFUND n` on `s` (in place): true if the state changed (never a copy of the state:
     /// a log's may hold 10^6 entries).
     fn refund(&self, s: &mut State, n: u64, now_us: u64) -> bool {
-        match (self, &mut *s) {
-            (Rule::Bucket(_, p), State::Gcra(b) | State::TokenBucket(b) | State::Queue(b)) => {
-                let tat = gcra::refund(Some(b.stored()), p, n, now_us);
-                let next = Bucket { params: *p, tat };
-                std::mem::replace(b, next) != next
-            }
-            (Rule::Window(algo, p, off), State::Sliding(w) | State::Fixed(w)) => {
-                let fixed = *algo == WindowAlgo::Fixed;
-                let counters = window::refund(Some(&w.counters), p, *off, fixed, n, now_us);
-                let next = Window {
-                    params: *p,
-                    counters,
-                };
-                std::mem::replace(w, next) != next
-            }
-            (Rule::Log(p), State::Log(l)) => {
-                let changed = l.log.refund(p, n, now_us);
-                changed | (std::mem::replace(&mut l.params, *p) != *p)
-            }
-            _ => false,
-        }
+        paired!(self, s, |r, st| st.refund(r, n, now_us), else false)
     }
 
     /// The algorithm itself: a request of `cost` (0: a peek, never stored). When admitted
@@ -491,62 +338,12 @@ impl Rule {
     #[inline]
     fn spend(&self, s: &mut State, cost: u64, now_us: u64, commit: bool) -> Outcome {
         let commit = commit && cost > 0;
-        let mut extra = Extra::None;
-        let (decision, wrote) = match (self, s) {
-            (Rule::Bucket(algo, p), State::Gcra(b) | State::TokenBucket(b) | State::Queue(b)) => {
-                let stored = Some(b.stored());
-                let (d, next) = if *algo == BucketAlgo::Queue {
-                    let (d, next, delay) = gcra::decide_queued(stored, p, cost, now_us);
-                    extra = Extra::Delay(if d.allowed { delay } else { 0 });
-                    (d, next)
-                } else {
-                    gcra::decide(stored, p, cost, now_us)
-                };
-                match next {
-                    // Admitted, or re-timed under a changed emission interval (the rule change
-                    // taking effect, also on a refusal): store under this rule's numbers.
-                    Some(tat) if commit => {
-                        *b = Bucket { params: *p, tat };
-                        (d, true)
-                    }
-                    _ => (d, false),
-                }
-            }
-            (Rule::Window(algo, p, off), State::Sliding(w) | State::Fixed(w)) => {
-                let fixed = *algo == WindowAlgo::Fixed;
-                let (d, next) = window::decide(Some(&w.counters), p, *off, fixed, cost, now_us);
-                match next {
-                    Some(counters) if commit => {
-                        *w = Window {
-                            params: *p,
-                            counters,
-                        };
-                        (d, true)
-                    }
-                    _ => (d, false),
-                }
-            }
-            (Rule::Log(p), State::Log(l)) => {
-                let (d, changed) = l.log.hit(p, cost, now_us, commit);
-                if d.allowed && commit {
-                    l.params = *p;
-                }
-                (d, changed)
-            }
-            (Rule::Acquire(p), State::Concurrency(c)) => {
-                let (d, token, changed) = c.leases.acquire(p, now_us, commit);
-                extra = Extra::Token(token);
-                if d.allowed && commit {
-                    c.limit = p.limit;
-                }
-                (d, changed)
-            }
+        let spent: Spent = paired!(self, s, |r, st| st.spend(r, cost, now_us, commit), else {
             // Unreachable: the algorithms were checked equal, and blocks unwrapped, before.
-            _ => {
-                let mut fresh = self.fresh();
-                return self.spend(&mut fresh, cost, now_us, false);
-            }
-        };
+            let mut fresh = self.fresh();
+            return self.spend(&mut fresh, cost, now_us, false);
+        });
+        let (decision, extra, wrote) = spent;
         Outcome {
             decision,
             extra,
@@ -571,7 +368,20 @@ fn block_reply(d: &mut Decision, until_us: u64, now_us: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::algo::gcra;
     use crate::options::{Given, Opt, Opts};
+
+    fn bucket_rule(algo: BucketAlgo, params: gcra::Params) -> Rule {
+        Rule::Bucket(BucketRule { algo, params })
+    }
+
+    fn window_rule(algo: WindowAlgo, params: window::Params, offset_ms: u64) -> Rule {
+        Rule::Window(WindowRule {
+            algo,
+            params,
+            offset_ms,
+        })
+    }
 
     /// The options `opts` (with their values) make for a rule of limit 10.
     fn opts(given: &[(Opt, u64)]) -> Result<Opts, ParamError> {
@@ -619,7 +429,7 @@ mod tests {
 
     #[test]
     fn queue_shapes_one_per_interval() {
-        let rule = Rule::Bucket(
+        let rule = bucket_rule(
             BucketAlgo::Queue,
             gcra::Params::new(5, 1, 1000, gcra::GCRA_NAMES).unwrap(),
         );
@@ -645,16 +455,16 @@ mod tests {
     #[test]
     fn refused_and_dry_run_change_nothing() {
         let rules = [
-            Rule::Bucket(
+            bucket_rule(
                 BucketAlgo::Gcra,
                 gcra::Params::new(2, 1, 1000, gcra::GCRA_NAMES).unwrap(),
             ),
-            Rule::Window(
+            window_rule(
                 WindowAlgo::Sliding,
                 window::Params::new(2, 1000).unwrap(),
                 0,
             ),
-            Rule::Window(WindowAlgo::Fixed, window::Params::new(2, 1000).unwrap(), 0),
+            window_rule(WindowAlgo::Fixed, window::Params::new(2, 1000).unwrap(), 0),
             Rule::Log(window::Params::new(2, 1000).unwrap()),
             Rule::Acquire(lease::Params::new(2, 1000).unwrap()),
         ];
@@ -675,7 +485,7 @@ mod tests {
 
     #[test]
     fn a_block_is_extended_never_shortened() {
-        let rule = Rule::Window(
+        let rule = window_rule(
             WindowAlgo::Fixed,
             window::Params::new(1, 60_000).unwrap(),
             0,
@@ -718,7 +528,7 @@ mod tests {
         let off = window::stagger_ms(8192, 60_000);
         assert_eq!(off, 30_000);
         for algo in [WindowAlgo::Fixed, WindowAlgo::Sliding] {
-            let rule = Rule::Window(algo, window::Params::new(5, 60_000).unwrap(), off);
+            let rule = window_rule(algo, window::Params::new(5, 60_000).unwrap(), off);
             let mut s = rule.fresh();
             let o = rule.hit(&mut s, 1, T0, true);
             let want = if algo == WindowAlgo::Fixed {
@@ -736,7 +546,7 @@ mod tests {
 
     #[test]
     fn refunds_per_algorithm() {
-        let g = Rule::Bucket(
+        let g = bucket_rule(
             BucketAlgo::Gcra,
             gcra::Params::new(5, 1, 1000, gcra::GCRA_NAMES).unwrap(),
         );
@@ -752,7 +562,7 @@ mod tests {
         let o = g.request(&mut s, &refund(5), T0);
         assert_eq!((o.decision.remaining, o.decision.reset_after_ms), (5, 0));
         // Sliding: the current window's count, then the previous one's.
-        let w = Rule::Window(
+        let w = window_rule(
             WindowAlgo::Sliding,
             window::Params::new(10, 1000).unwrap(),
             0,
@@ -779,24 +589,24 @@ mod tests {
     fn any_rule() -> impl Strategy<Value = Rule> {
         let n = (1u64..8, 1u64..4, 1u64..3000);
         prop_oneof![
-            n.clone().prop_map(|(b, c, p)| Rule::Bucket(
+            n.clone().prop_map(|(b, c, p)| bucket_rule(
                 BucketAlgo::Gcra,
                 gcra::Params::new(b, c, p, gcra::GCRA_NAMES).unwrap()
             )),
-            n.clone().prop_map(|(b, c, p)| Rule::Bucket(
+            n.clone().prop_map(|(b, c, p)| bucket_rule(
                 BucketAlgo::TokenBucket,
                 gcra::Params::new(b, c, p, gcra::BUCKET_NAMES).unwrap()
             )),
-            n.clone().prop_map(|(b, _, p)| Rule::Bucket(
+            n.clone().prop_map(|(b, _, p)| bucket_rule(
                 BucketAlgo::Queue,
                 gcra::Params::new(b, 1, p, gcra::GCRA_NAMES).unwrap()
             )),
-            (n.clone(), 0u16..16_384).prop_map(|((l, _, w), slot)| Rule::Window(
+            (n.clone(), 0u16..16_384).prop_map(|((l, _, w), slot)| window_rule(
                 WindowAlgo::Sliding,
                 window::Params::new(l, w).unwrap(),
                 window::stagger_ms(slot, w)
             )),
-            (n.clone(), 0u16..16_384).prop_map(|((l, _, w), slot)| Rule::Window(
+            (n.clone(), 0u16..16_384).prop_map(|((l, _, w), slot)| window_rule(
                 WindowAlgo::Fixed,
                 window::Params::new(l, w).unwrap(),
                 window::stagger_ms(slot, w)

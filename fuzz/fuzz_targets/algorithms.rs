@@ -54,7 +54,8 @@ impl Segment {
             )
         };
         match r {
-            Rule::Bucket(_, p) => {
+            Rule::Bucket(r) => {
+                let p = &r.params;
                 let total: u128 = self.admitted.iter().map(|&(_, c)| u128::from(c)).sum();
                 let t = u128::from(p.period_ms) * 1_000_000;
                 let elapsed = u128::from(now - self.start) * 1_000 * u128::from(p.count);
@@ -62,7 +63,8 @@ impl Segment {
                     fail("GCRA admitted more than burst + rate * elapsed");
                 }
             }
-            Rule::Window(_, p, _) => {
+            Rule::Window(r) => {
+                let p = &r.params;
                 let mut per: HashMap<u64, u64> = HashMap::new();
                 for &(at, c) in &self.admitted {
                     *per.entry(at / US_PER_MS / p.span_ms).or_default() += c;

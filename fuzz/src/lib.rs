@@ -29,7 +29,7 @@ pub mod state;
 
 use algo::{gcra, lease, window, Decision, MAX_SPAN_MS, MAX_TIME_MS, US_PER_MS};
 use arbitrary::{Result, Unstructured};
-use rule::{BucketAlgo, Extra, Outcome, Rule, WindowAlgo};
+use rule::{BucketAlgo, BucketRule, Extra, Outcome, Rule, WindowAlgo, WindowRule};
 use state::{Algo, State};
 
 /// Largest module time, µs (the module clock is clamped to it; the test clock refuses more).
@@ -97,27 +97,15 @@ pub fn rule_of(u: &mut Unstructured, algo: Algo) -> Result<Option<Rule>> {
         b.min(i64::MAX as u64),
         c.min(i64::MAX as u64),
     );
-    Ok(match algo {
-        Algo::Gcra => gcra::Params::new(a, b, c, gcra::GCRA_NAMES)
-            .ok()
-            .map(|p| Rule::Bucket(BucketAlgo::Gcra, p)),
-        Algo::TokenBucket => gcra::Params::new(a, b, c, gcra::BUCKET_NAMES)
-            .ok()
-            .map(|p| Rule::Bucket(BucketAlgo::TokenBucket, p)),
-        Algo::Queue => gcra::Params::new(a, 1, c, gcra::GCRA_NAMES)
-            .ok()
-            .map(|p| Rule::Bucket(BucketAlgo::Queue, p)),
-        Algo::Sliding => window::Params::new(a, c)
-            .ok()
-            .map(|p| Rule::Window(WindowAlgo::Sliding, p, 0)),
-        Algo::Fixed => window::Params::new(a, c)
-            .ok()
-            .map(|p| Rule::Window(WindowAlgo::Fixed, p, 0)),
-        Algo::Log => window::Params::new(a.min(LOG_LIMIT), c).ok().map(Rule::Log),
-        Algo::Concurrency => lease::Params::new(a.min(ACQUIRE_LIMIT), c)
-            .ok()
-            .map(Rule::Acquire),
-    })
+    // The module's own rule constructor, with the numbers in its row's order; the limit
+    // capped as the max-limit configs cap it.
+    let numbers = match algo {
+        Algo::Gcra | Algo::TokenBucket => [a, b, c],
+        Algo::Log => [a.min(LOG_LIMIT), c, 0],
+        Algo::Concurrency => [a.min(ACQUIRE_LIMIT), c, 0],
+        _ => [a, c, 0],
+    };
+    Ok(Rule::new(algo, numbers).ok())
 }
 
 /// A valid cost for `r`: `1..=limit` (always 1 for RL.ACQUIRE, which takes no COST).
@@ -130,23 +118,20 @@ pub fn cost(u: &mut Unstructured, r: &Rule) -> Result<u64> {
 
 /// The rule's `limit` (burst, capacity or limit).
 pub fn limit(r: &Rule) -> u64 {
-    match r {
-        Rule::Bucket(_, p) => p.burst,
-        Rule::Window(_, p, _) | Rule::Log(p) => p.limit,
-        Rule::Acquire(p) => p.limit,
-    }
+    r.limit()
 }
 
 /// The algorithm's own reset time in ms under `r`: the longest any state can block a caller
 /// (and the longest TTL a call may set). For leases: the longest lease ever granted.
 pub fn bound_ms(r: &Rule, before: &State) -> u64 {
     match r {
-        Rule::Bucket(_, p) => {
+        Rule::Bucket(BucketRule { params: p, .. }) => {
             let num = u128::from(p.burst) * u128::from(p.period_ms);
             num.div_ceil(u128::from(p.count)) as u64
         }
-        Rule::Window(WindowAlgo::Fixed, p, _) | Rule::Log(p) => p.span_ms,
-        Rule::Window(_, p, _) => 2 * p.span_ms,
+        Rule::Window(w) if w.algo == WindowAlgo::Fixed => w.params.span_ms,
+        Rule::Log(p) => p.span_ms,
+        Rule::Window(w) => 2 * w.params.span_ms,
         Rule::Acquire(p) => match before {
             State::Concurrency(c) => c.leases.max_lease_ms.max(p.span_ms),
             _ => p.span_ms,
@@ -191,8 +176,8 @@ pub fn behind(s: &State, now: u64) -> bool {
 /// A GCRA-family state written under other numbers (a kept debt may exceed the new bound).
 pub fn rule_changed(r: &Rule, s: &State) -> bool {
     match (r, s.unblocked()) {
-        (Rule::Bucket(_, p), State::Gcra(b) | State::TokenBucket(b) | State::Queue(b)) => {
-            *p != b.params && b.tat != Default::default()
+        (Rule::Bucket(r), State::Gcra(b) | State::TokenBucket(b) | State::Queue(b)) => {
+            r.params != b.params && b.tat != Default::default()
         }
         _ => false,
     }
@@ -237,9 +222,10 @@ pub fn write_of(u: &mut Unstructured, algo: Algo, s: &State) -> Result<Option<op
                 return Ok(None);
             };
             let rule = match rule {
-                Rule::Window(a, p, _) if u.arbitrary()? => {
+                Rule::Window(w) if u.arbitrary()? => {
                     let slot = u.int_in_range(0u16..=16_383)?;
-                    Rule::Window(a, p, window::stagger_ms(slot, p.span_ms))
+                    let offset_ms = window::stagger_ms(slot, w.params.span_ms);
+                    Rule::Window(WindowRule { offset_ms, ..w })
                 }
                 r => r,
             };
@@ -374,7 +360,7 @@ pub fn check(
         );
     }
     match (r, out.extra) {
-        (Rule::Bucket(BucketAlgo::Queue, p), Extra::Delay(delay)) => {
+        (Rule::Bucket(BucketRule { algo: BucketAlgo::Queue, params: p }), Extra::Delay(delay)) => {
             if d.allowed {
                 let most = (p.burst - cost).saturating_mul(p.period_ms);
                 assert!(
@@ -403,7 +389,7 @@ pub fn check(
                 assert_eq!(last_token(after), t, "stored last token: {}", ctx());
             }
         }
-        (Rule::Bucket(BucketAlgo::Queue, _), _) | (Rule::Acquire(_), _) => {
+        (Rule::Bucket(BucketRule { algo: BucketAlgo::Queue, .. }), _) | (Rule::Acquire(_), _) => {
             panic!("missing extra field: {}", ctx())
         }
         (_, Extra::None) => {}

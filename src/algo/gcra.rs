@@ -28,7 +28,13 @@
 //! is `ns + frac/count` ns, which is exact for the count it was written with; read under a
 //! different count the fraction is rounded up (at most 1 ns later: never admits more).
 
-use super::{div_ceil, sat_u64, span, Decision, ParamError, MAX_SPAN_MS, MAX_TIME_MS, NS_PER_MS};
+use super::codec::{DecodeError, Encoded, InfoValue, Reader};
+use super::request::Extra;
+use super::table::Algo;
+use super::{
+    div_ceil, rule_info, sat_u64, span, Algorithm, Decision, ParamError, Spent, MAX_SPAN_MS,
+    MAX_TIME_MS, NS_PER_MS,
+};
 
 /// Parameters of one GCRA rule (token bucket: capacity, refill_tokens, refill_period_ms).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -331,6 +337,164 @@ pub fn tokens(s: Option<Stored>, p: &Params, now_us: u64) -> u64 {
     let v = view(s, p, now_us);
     sat_u64(p.tau().saturating_sub(v.tat - v.at) / p.t())
 }
+/// A member of the GCRA family (the arithmetic is the same; the replies differ).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BucketAlgo {
+    Gcra,
+    TokenBucket,
+    Queue,
+}
+
+/// A GCRA-family rule: which member, and its numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BucketRule {
+    pub algo: BucketAlgo,
+    pub params: Params,
+}
+
+/// The names `Params` gives errors about RL.QUEUE (its count is always 1).
+const QUEUE_NAMES: Names = ["capacity", "count", "interval_ms"];
+
+/// A GCRA-family state: the rule last applied and the theoretical arrival time.
+///
+/// Codec (gcra 1, tokenbucket 2, queue 6): burst, count, period_ms, tat_ns, tat_frac (the
+/// TAT is `tat_ns + tat_frac / count` ns since the epoch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bucket {
+    pub params: Params,
+    pub tat: Tat,
+}
+
+impl Bucket {
+    /// The codec's five fields: burst, count, period_ms, the TAT's ns and fraction.
+    #[inline]
+    pub fn fields(&self) -> [u64; 5] {
+        let p = &self.params;
+        [p.burst, p.count, p.period_ms, self.tat.ns, self.tat.frac]
+    }
+
+    /// The stored TAT with the rule it was written under.
+    #[inline]
+    pub fn stored(&self) -> Stored<'_> {
+        Stored {
+            tat: &self.tat,
+            rule: &self.params,
+        }
+    }
+}
+
+impl Algorithm for Bucket {
+    type Rule = BucketRule;
+
+    fn rule(algo: Algo, numbers: [u64; 3]) -> Result<BucketRule, ParamError> {
+        let [x, y, z] = numbers;
+        let (algo, params) = match algo {
+            Algo::TokenBucket => (BucketAlgo::TokenBucket, Params::new(x, y, z, BUCKET_NAMES)?),
+            Algo::Queue => (BucketAlgo::Queue, Params::new(x, 1, y, QUEUE_NAMES)?),
+            _ => (BucketAlgo::Gcra, Params::new(x, y, z, GCRA_NAMES)?),
+        };
+        Ok(BucketRule { algo, params })
+    }
+
+    #[inline]
+    fn algo(rule: &BucketRule) -> Algo {
+        match rule.algo {
+            BucketAlgo::Gcra => Algo::Gcra,
+            BucketAlgo::TokenBucket => Algo::TokenBucket,
+            BucketAlgo::Queue => Algo::Queue,
+        }
+    }
+
+    #[inline]
+    fn limit(rule: &BucketRule) -> u64 {
+        rule.params.burst
+    }
+
+    #[inline]
+    fn fresh(rule: &BucketRule) -> Bucket {
+        Bucket {
+            params: rule.params,
+            tat: Tat { ns: 0, frac: 0 },
+        }
+    }
+
+    #[inline]
+    fn spend(&mut self, rule: &BucketRule, cost: u64, now_us: u64, commit: bool) -> Spent {
+        let p = &rule.params;
+        let stored = Some(self.stored());
+        let mut extra = Extra::None;
+        let (d, next) = if rule.algo == BucketAlgo::Queue {
+            let (d, next, delay) = decide_queued(stored, p, cost, now_us);
+            extra = Extra::Delay(if d.allowed { delay } else { 0 });
+            (d, next)
+        } else {
+            decide(stored, p, cost, now_us)
+        };
+        match next {
+            // Admitted, or re-timed under a changed emission interval (the rule change
+            // taking effect, also on a refusal): store under this rule's numbers.
+            Some(tat) if commit => {
+                *self = Bucket { params: *p, tat };
+                (d, extra, true)
+            }
+            _ => (d, extra, false),
+        }
+    }
+
+    fn refund(&mut self, rule: &BucketRule, n: u64, now_us: u64) -> bool {
+        let p = &rule.params;
+        let tat = refund(Some(self.stored()), p, n, now_us);
+        let next = Bucket { params: *p, tat };
+        std::mem::replace(self, next) != next
+    }
+
+    fn info(&self, algo: Algo, now_us: u64) -> Vec<(&'static str, InfoValue)> {
+        let p = &self.params;
+        let mut f = if algo == Algo::Queue {
+            rule_info(algo, &[p.burst, p.period_ms])
+        } else {
+            rule_info(algo, &[p.burst, p.count, p.period_ms])
+        };
+        if algo == Algo::TokenBucket {
+            f.push((
+                "tokens",
+                InfoValue::Int(tokens(Some(self.stored()), p, now_us)),
+            ));
+        }
+        f.push(("tat_ns", InfoValue::Int(self.tat.ns)));
+        f
+    }
+
+    #[inline]
+    fn encode(&self, algo: Algo) -> Encoded {
+        Encoded::five(algo.tag(), self.fields())
+    }
+
+    fn decode(algo: Algo, r: &mut Reader) -> Result<Bucket, DecodeError> {
+        let names = if algo == Algo::TokenBucket {
+            BUCKET_NAMES
+        } else {
+            GCRA_NAMES
+        };
+        let params = Params::new(r.u64()?, r.u64()?, r.u64()?, names)
+            .map_err(|_| DecodeError("bad gcra parameters"))?;
+        let (ns, frac) = (r.u64()?, r.u64()?);
+        // The furthest a TAT can lie: the latest module time plus the longest span.
+        if u128::from(ns) > MAX_TAT_NS || frac >= params.count {
+            return Err(DecodeError("bad gcra arrival time"));
+        }
+        Ok(Bucket {
+            params,
+            tat: Tat { ns, frac },
+        })
+    }
+
+    #[inline]
+    fn five_fields(&self) -> Option<[u64; 5]> {
+        Some(self.fields())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

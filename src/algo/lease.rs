@@ -12,8 +12,13 @@
 //! ones are granted and renewed, on the key's time; replies and the TTL count from the real
 //! now. Nothing is clamped, and a refused ACQUIRE writes nothing.
 
+use super::codec::{DecodeError, Encoded, InfoValue, Reader};
 pub use super::leaseset::LeaseSet;
-use super::{div_ceil, sat_u64, span, Decision, ParamError, Quota, SpanName, US_PER_MS};
+use super::request::Extra;
+use super::table::Algo;
+use super::{
+    div_ceil, sat_u64, span, Algorithm, Decision, ParamError, Quota, SpanName, Spent, US_PER_MS,
+};
 
 /// A fencing token: ordered by ms, then seq.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
@@ -263,6 +268,132 @@ impl<S: Held> LeasesIn<S> {
     /// TTL after a RELEASE or RENEW at `now_us`. O(log n).
     pub fn ttl_ms(&self, now_us: u64) -> u64 {
         self.reset_after_ms(self.effective_us(now_us), now_us)
+    }
+}
+
+/// A concurrency state: the rule's limit last applied and the leases.
+///
+/// Codec (concurrency 7): limit, max_lease_ms, last_token_ms, last_token_seq, horizon_us,
+/// n, then n leases of (expiry_us, token_ms, token_seq), in token order (any order is read).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseState {
+    pub limit: u64,
+    pub leases: Leases,
+}
+
+impl Algorithm for LeaseState {
+    type Rule = Params;
+
+    fn rule(_algo: Algo, numbers: [u64; 3]) -> Result<Params, ParamError> {
+        let [x, y, _] = numbers;
+        Params::new(x, y)
+    }
+
+    #[inline]
+    fn algo(_rule: &Params) -> Algo {
+        Algo::Concurrency
+    }
+
+    #[inline]
+    fn limit(rule: &Params) -> u64 {
+        rule.limit
+    }
+
+    fn fresh(rule: &Params) -> LeaseState {
+        LeaseState {
+            limit: rule.limit,
+            leases: Leases::default(),
+        }
+    }
+
+    fn spend(&mut self, rule: &Params, _cost: u64, now_us: u64, commit: bool) -> Spent {
+        let (d, token, changed) = self.leases.acquire(rule, now_us, commit);
+        if d.allowed && commit {
+            self.limit = rule.limit;
+        }
+        (d, Extra::Token(token), changed)
+    }
+
+    /// Leases are given back by `RL.RELEASE`, not refunded.
+    fn refund(&mut self, _rule: &Params, _n: u64, _now_us: u64) -> bool {
+        false
+    }
+
+    // Its lease argument is a maximum: RL.RENEW may ask for less.
+    fn info(&self, _algo: Algo, _now_us: u64) -> Vec<(&'static str, InfoValue)> {
+        let s = &self.leases;
+        vec![
+            ("limit", InfoValue::Int(self.limit)),
+            ("max_lease_ms", InfoValue::Int(s.max_lease_ms)),
+            ("leases", InfoValue::Int(s.leases.len() as u64)),
+            ("last_token", InfoValue::Owned(s.last.to_string())),
+            ("horizon_us", InfoValue::Int(s.horizon_us)),
+        ]
+    }
+
+    fn encode(&self, algo: Algo) -> Encoded {
+        let s = &self.leases;
+        let n = s.leases.len();
+        let mut e = Encoded::new(algo.tag(), 6 + 3 * n);
+        for f in [
+            self.limit,
+            s.max_lease_ms,
+            s.last.ms,
+            s.last.seq,
+            s.horizon_us,
+            n as u64,
+        ] {
+            e.push(f);
+        }
+        // Token order: deterministic, whatever the store's form.
+        for l in s.leases.iter() {
+            for f in [l.expiry_us, l.token.ms, l.token.seq] {
+                e.push(f);
+            }
+        }
+        e
+    }
+
+    fn decode(_algo: Algo, r: &mut Reader) -> Result<LeaseState, DecodeError> {
+        let limit = r.u64()?;
+        let max_lease_ms = r.u64()?;
+        Params::new(limit, max_lease_ms).map_err(|_| DecodeError("bad lease parameters"))?;
+        let last = Token {
+            ms: r.u64()?,
+            seq: r.u64()?,
+        };
+        let horizon_us = r.u64()?;
+        if horizon_us > MAX_EXPIRY_US || last.ms > MAX_TOKEN_MS {
+            return Err(DecodeError("bad lease horizon or token"));
+        }
+        let n = r.count(3)?;
+        let mut leases = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            let expiry_us = r.u64()?;
+            let token = Token {
+                ms: r.u64()?,
+                seq: r.u64()?,
+            };
+            if expiry_us > MAX_EXPIRY_US || token > last {
+                return Err(DecodeError("bad lease"));
+            }
+            leases.push(Lease { expiry_us, token });
+        }
+        // Any order (earlier encoders wrote the leases as they were held).
+        let leases = LeaseSet::from_leases(leases).ok_or(DecodeError("bad entry count"))?;
+        Ok(LeaseState {
+            limit,
+            leases: Leases {
+                last,
+                horizon_us,
+                max_lease_ms,
+                leases,
+            },
+        })
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.leases.leases.heap_bytes()
     }
 }
 

@@ -10,9 +10,12 @@
 //! 71 min, else 8 ([`Stamps`]); the room doubles as it fills, so at most about `8 * limit`
 //! bytes (`16 * limit` for entries spanning more).
 
+use super::codec::{DecodeError, Encoded, InfoValue, Reader, MAX_TIME_US};
+use super::request::Extra;
 use super::stamps::Stamps;
+use super::table::Algo;
 use super::window::Params;
-use super::{div_ceil, sat_u64, Decision, US_PER_MS};
+use super::{div_ceil, rule_info, sat_u64, Algorithm, Decision, ParamError, Spent, US_PER_MS};
 
 /// The log: admission timestamps in µs, ascending.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -120,6 +123,100 @@ impl Log {
         self.entries
             .truncate_back(usize::try_from(n).unwrap_or(usize::MAX));
         self.entries.len() != before
+    }
+}
+
+/// A sliding-log state: the rule last applied and the log.
+///
+/// Codec (log 5): limit, window_ms, n, then n timestamps (µs, ascending).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogState {
+    pub params: Params,
+    pub log: Log,
+}
+
+impl Algorithm for LogState {
+    type Rule = Params;
+
+    fn rule(_algo: Algo, numbers: [u64; 3]) -> Result<Params, ParamError> {
+        let [x, y, _] = numbers;
+        Params::new(x, y)
+    }
+
+    #[inline]
+    fn algo(_rule: &Params) -> Algo {
+        Algo::Log
+    }
+
+    #[inline]
+    fn limit(rule: &Params) -> u64 {
+        rule.limit
+    }
+
+    fn fresh(rule: &Params) -> LogState {
+        LogState {
+            params: *rule,
+            log: Log::default(),
+        }
+    }
+
+    fn spend(&mut self, rule: &Params, cost: u64, now_us: u64, commit: bool) -> Spent {
+        let (d, changed) = self.log.hit(rule, cost, now_us, commit);
+        if d.allowed && commit {
+            self.params = *rule;
+        }
+        (d, Extra::None, changed)
+    }
+
+    fn refund(&mut self, rule: &Params, n: u64, now_us: u64) -> bool {
+        let changed = self.log.refund(rule, n, now_us);
+        changed | (std::mem::replace(&mut self.params, *rule) != *rule)
+    }
+
+    fn info(&self, algo: Algo, _now_us: u64) -> Vec<(&'static str, InfoValue)> {
+        let mut f = rule_info(algo, &[self.params.limit, self.params.span_ms]);
+        let e = self.log.entries();
+        f.extend([
+            ("entries", InfoValue::Int(e.len() as u64)),
+            ("oldest_us", InfoValue::Int(e.front().unwrap_or(0))),
+            ("newest_us", InfoValue::Int(e.back().unwrap_or(0))),
+        ]);
+        f
+    }
+
+    fn encode(&self, algo: Algo) -> Encoded {
+        let entries = self.log.entries();
+        let n = entries.len();
+        let mut e = Encoded::new(algo.tag(), 3 + n);
+        for f in [self.params.limit, self.params.span_ms, n as u64] {
+            e.push(f);
+        }
+        for t in entries.iter() {
+            e.push(t);
+        }
+        e
+    }
+
+    fn decode(_algo: Algo, r: &mut Reader) -> Result<LogState, DecodeError> {
+        let params =
+            Params::new(r.u64()?, r.u64()?).map_err(|_| DecodeError("bad log parameters"))?;
+        let n = r.count(1)?;
+        let mut entries = Vec::with_capacity(n as usize);
+        let mut prev = 0;
+        for _ in 0..n {
+            let t = r.u64()?;
+            if t < prev || t > MAX_TIME_US {
+                return Err(DecodeError("bad log entry"));
+            }
+            prev = t;
+            entries.push(t);
+        }
+        let log = Log::from_sorted(&entries).ok_or(DecodeError("bad log entry"))?;
+        Ok(LogState { params, log })
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.log.entries().heap_bytes()
     }
 }
 

@@ -11,7 +11,13 @@
 //! no window is counted afresh; retry and reset still count from the real now. A refusal
 //! writes nothing.
 
-use super::{div_ceil, sat_u64, Decision, Quota, SpanName, US_PER_MS};
+use super::codec::{DecodeError, Encoded, InfoValue, Reader};
+use super::request::Extra;
+use super::table::Algo;
+use super::{
+    div_ceil, rule_info, sat_u64, Algorithm, Decision, ParamError, Quota, SpanName, Spent,
+    MAX_TIME_MS, US_PER_MS,
+};
 
 /// A window rule: at most `limit` per window of `span_ms`.
 pub type Params = Quota<WindowSpan>;
@@ -249,6 +255,145 @@ pub fn refund(
     c.cur -= from_cur;
     c.prev -= (n - from_cur).min(c.prev);
     c
+}
+
+/// A window counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowAlgo {
+    Sliding,
+    Fixed,
+}
+
+/// A window-counter rule: which counter, its numbers, and its windows' offset in ms
+/// (`STAGGER`; 0 for windows aligned to the epoch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowRule {
+    pub algo: WindowAlgo,
+    pub params: Params,
+    pub offset_ms: u64,
+}
+
+/// A window-counter state: the rule last applied and the counters.
+///
+/// Codec (sliding 3, fixed 4): limit, window_ms, window_start_ms, previous_count,
+/// current_count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    pub params: Params,
+    pub counters: Counters,
+}
+
+impl Window {
+    /// The codec's five fields: limit, window_ms, the current window's start, the previous
+    /// and current counts.
+    #[inline]
+    pub fn fields(&self) -> [u64; 5] {
+        let (p, c) = (&self.params, &self.counters);
+        [p.limit, p.span_ms, c.start_ms, c.prev, c.cur]
+    }
+}
+
+impl Algorithm for Window {
+    type Rule = WindowRule;
+
+    fn rule(algo: Algo, numbers: [u64; 3]) -> Result<WindowRule, ParamError> {
+        let [x, y, _] = numbers;
+        Ok(WindowRule {
+            algo: if algo == Algo::Fixed {
+                WindowAlgo::Fixed
+            } else {
+                WindowAlgo::Sliding
+            },
+            params: Params::new(x, y)?,
+            offset_ms: 0,
+        })
+    }
+
+    #[inline]
+    fn algo(rule: &WindowRule) -> Algo {
+        match rule.algo {
+            WindowAlgo::Sliding => Algo::Sliding,
+            WindowAlgo::Fixed => Algo::Fixed,
+        }
+    }
+
+    #[inline]
+    fn limit(rule: &WindowRule) -> u64 {
+        rule.params.limit
+    }
+
+    #[inline]
+    fn fresh(rule: &WindowRule) -> Window {
+        Window {
+            params: rule.params,
+            counters: Counters::default(),
+        }
+    }
+
+    #[inline]
+    fn spend(&mut self, rule: &WindowRule, cost: u64, now_us: u64, commit: bool) -> Spent {
+        let (p, off) = (&rule.params, rule.offset_ms);
+        let fixed = rule.algo == WindowAlgo::Fixed;
+        let (d, next) = decide(Some(&self.counters), p, off, fixed, cost, now_us);
+        match next {
+            Some(counters) if commit => {
+                *self = Window {
+                    params: *p,
+                    counters,
+                };
+                (d, Extra::None, true)
+            }
+            _ => (d, Extra::None, false),
+        }
+    }
+
+    fn refund(&mut self, rule: &WindowRule, n: u64, now_us: u64) -> bool {
+        let (p, off) = (&rule.params, rule.offset_ms);
+        let fixed = rule.algo == WindowAlgo::Fixed;
+        let counters = refund(Some(&self.counters), p, off, fixed, n, now_us);
+        let next = Window {
+            params: *p,
+            counters,
+        };
+        std::mem::replace(self, next) != next
+    }
+
+    fn info(&self, algo: Algo, _now_us: u64) -> Vec<(&'static str, InfoValue)> {
+        let (p, c) = (&self.params, &self.counters);
+        let mut f = rule_info(algo, &[p.limit, p.span_ms]);
+        f.push(("window_start_ms", InfoValue::Int(c.start_ms)));
+        if algo == Algo::Sliding {
+            f.push(("previous_count", InfoValue::Int(c.prev)));
+            f.push(("current_count", InfoValue::Int(c.cur)));
+        } else {
+            f.push(("count", InfoValue::Int(c.cur)));
+        }
+        f
+    }
+
+    #[inline]
+    fn encode(&self, algo: Algo) -> Encoded {
+        Encoded::five(algo.tag(), self.fields())
+    }
+
+    fn decode(_algo: Algo, r: &mut Reader) -> Result<Window, DecodeError> {
+        let params =
+            Params::new(r.u64()?, r.u64()?).map_err(|_| DecodeError("bad window parameters"))?;
+        let counters = Counters {
+            start_ms: r.u64()?,
+            prev: r.u64()?,
+            cur: r.u64()?,
+        };
+        if counters.start_ms > MAX_TIME_MS {
+            return Err(DecodeError("bad window start"));
+        }
+        Ok(Window { params, counters })
+    }
+
+    #[inline]
+    fn five_fields(&self) -> Option<[u64; 5]> {
+        Some(self.fields())
+    }
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use crate::config::{
 use crate::error::Error;
 use crate::options::options;
 use crate::rm::{self, Ctx, RStr};
-use crate::rule::Rule;
+use crate::rule::{Rule, WindowRule};
 use crate::state::Algo;
 use std::sync::atomic::AtomicI64;
 
@@ -57,9 +57,9 @@ pub fn parse_rule(algo: Algo, a: &[RStr]) -> Result<Parsed, Error> {
 /// key's Redis Cluster hash slot.
 pub fn staggered(rule: Rule, key: &RStr) -> Rule {
     match rule {
-        Rule::Window(algo, p, _) => {
-            let off = window::stagger_ms(slot::key_slot(rm::bytes(key)), p.span_ms);
-            Rule::Window(algo, p, off)
+        Rule::Window(r) => {
+            let offset_ms = window::stagger_ms(slot::key_slot(rm::bytes(key)), r.params.span_ms);
+            Rule::Window(WindowRule { offset_ms, ..r })
         }
         other => other,
     }
