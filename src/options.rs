@@ -3,8 +3,8 @@
 //! every RL.ALL rule, over any [`Word`]), and the rules by which they combine ([`check`],
 //! which `RL._APPLY`'s operation decoder applies too). Pure: no Redis types.
 
+use crate::algo::request::{Ask, Request};
 use crate::algo::{span, ParamError};
-use crate::rule::{Ask, Request};
 
 /// An argument: its bytes, and the integer they spell (as Redis reads integers).
 pub trait Word {

@@ -59,17 +59,14 @@ impl Op {
     /// operation).
     #[inline]
     pub fn of_request(rule: &Rule, req: &Request, now_us: u64) -> Option<Op> {
-        match rule {
-            Rule::Log(_) | Rule::Acquire(_) => Some(Op::Request {
-                rule: *rule,
-                req: Request {
-                    commit: true,
-                    ..*req
-                },
-                now_us,
-            }),
-            _ => None,
-        }
+        rule.grows().then_some(Op::Request {
+            rule: *rule,
+            req: Request {
+                commit: true,
+                ..*req
+            },
+            now_us,
+        })
     }
 
     /// Runs the operation on `s` (the key's state, or its rule's fresh state when the key

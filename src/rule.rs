@@ -3,10 +3,11 @@
 //! request options (`PARTIAL`, `RESERVE`, `BLOCK`, `REFUND`, peeks, dry runs) on their
 //! `spend` and `refund` once for every algorithm; still no Redis types here.
 
+use crate::algo::algorithm::{Algorithm, Spent};
 pub use crate::algo::gcra::{BucketAlgo, BucketRule};
 pub use crate::algo::request::{Ask, Event, Extra, Outcome, Request};
 pub use crate::algo::window::{WindowAlgo, WindowRule};
-use crate::algo::{lease, window, Algorithm, Decision, ParamError, Spent, US_PER_MS};
+use crate::algo::{lease, window, Decision, ParamError, US_PER_MS};
 use crate::state::{Algo, Blocked, Bucket, LeaseState, LogState, State, Window};
 
 /// A rule: an algorithm and its numbers (only combinations that exist can be written).
@@ -86,6 +87,12 @@ impl Rule {
     #[inline]
     pub fn algo(&self) -> Algo {
         by_rule!(self, |A, r| A::algo(r))
+    }
+
+    /// Its state grows with the limit ([`Algorithm::GROWS`]).
+    #[inline]
+    pub fn grows(&self) -> bool {
+        by_rule!(self, |A, _r| A::GROWS)
     }
 
     /// The most cost-1 requests a fresh key admits at once (the reply's `limit`).

@@ -13,6 +13,7 @@
 //! Every algorithm's own code is in its file under `algo/`, behind [`Algorithm`]; this
 //! enum, and the rule's (`rule.rs`), only dispatch to it ([`each!`]).
 
+use crate::algo::algorithm::Algorithm;
 pub use crate::algo::codec::{
     DecodeError, Encoded, InfoValue, Reader, COMPACT_VERSION, ENCODING_VERSION, MAX_ENTRIES,
     MAX_TIME_US,
@@ -22,7 +23,6 @@ pub use crate::algo::lease::LeaseState;
 pub use crate::algo::log::LogState;
 pub use crate::algo::table::Algo;
 pub use crate::algo::window::Window;
-use crate::algo::Algorithm;
 
 /// A state under a `BLOCK` penalty: every request is refused until `until_us`; then the
 /// wrapped state applies as before (it is not changed by the refusals).

@@ -28,13 +28,11 @@
 //! is `ns + frac/count` ns, which is exact for the count it was written with; read under a
 //! different count the fraction is rounded up (at most 1 ns later: never admits more).
 
+use super::algorithm::{rule_info, Algorithm, Spent};
 use super::codec::{DecodeError, Encoded, InfoValue, Reader};
 use super::request::Extra;
 use super::table::Algo;
-use super::{
-    div_ceil, rule_info, sat_u64, span, Algorithm, Decision, ParamError, Spent, MAX_SPAN_MS,
-    MAX_TIME_MS, NS_PER_MS,
-};
+use super::{div_ceil, sat_u64, span, Decision, ParamError, MAX_SPAN_MS, MAX_TIME_MS, NS_PER_MS};
 
 /// Parameters of one GCRA rule (token bucket: capacity, refill_tokens, refill_period_ms).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,49 +12,13 @@
 //! ones are granted and renewed, on the key's time; replies and the TTL count from the real
 //! now. Nothing is clamped, and a refused ACQUIRE writes nothing.
 
+use super::algorithm::{Algorithm, Spent};
 use super::codec::{DecodeError, Encoded, InfoValue, Reader};
 pub use super::leaseset::LeaseSet;
 use super::request::Extra;
 use super::table::Algo;
-use super::{
-    div_ceil, sat_u64, span, Algorithm, Decision, ParamError, Quota, SpanName, Spent, US_PER_MS,
-};
-
-/// A fencing token: ordered by ms, then seq.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
-pub struct Token {
-    pub ms: u64,
-    pub seq: u64,
-}
-
-impl Token {
-    /// Parses `<ms>-<seq>` (decimal digits only).
-    pub fn parse(s: &[u8]) -> Option<Token> {
-        let dash = s.iter().position(|&b| b == b'-')?;
-        let num = |d: &[u8]| -> Option<u64> {
-            if d.is_empty() || d.len() > 20 || !d.iter().all(u8::is_ascii_digit) {
-                return None;
-            }
-            std::str::from_utf8(d).ok()?.parse().ok()
-        };
-        Some(Token {
-            ms: num(&s[..dash])?,
-            seq: num(&s[dash + 1..])?,
-        })
-    }
-}
-
-impl std::fmt::Display for Token {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}-{}", self.ms, self.seq)
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Lease {
-    pub expiry_us: u64,
-    pub token: Token,
-}
+pub use super::token::{Held, Lease, Token};
+use super::{div_ceil, sat_u64, span, Decision, ParamError, Quota, SpanName, US_PER_MS};
 
 /// A concurrency rule: at most `limit` leases held, each of at most `span_ms`.
 pub type Params = Quota<LeaseSpan>;
@@ -70,28 +34,6 @@ impl SpanName for LeaseSpan {
 /// Checks a lease's length on its own (RL.RENEW's argument): a rule's span bounds.
 pub fn lease_ms(v: u64) -> Result<u64, ParamError> {
     span(v, LeaseSpan::NAME)
-}
-
-/// What the algorithm asks of the leases one key holds (including expired ones not yet
-/// purged). [`LeaseSet`] answers every question in O(log n); the tests hold the leases in a
-/// plain vector too, every question a scan, and check that both answer alike.
-pub trait Held {
-    /// Leases live at `at_us` (expiring after it).
-    fn count_live(&self, at_us: u64) -> u64;
-    /// The earliest expiry of a lease live at `at_us`.
-    fn first_live(&self, at_us: u64) -> Option<u64>;
-    /// The latest expiry of any lease held.
-    fn last_expiry(&self) -> Option<u64>;
-    /// The expiry of the lease with `token`, if it is live at `at_us`.
-    fn live_expiry(&self, token: Token, at_us: u64) -> Option<u64>;
-    /// Adds a lease (its token is normally above every token held).
-    fn insert(&mut self, lease: Lease);
-    /// Removes the lease with `token`; whether there was one.
-    fn remove(&mut self, token: Token) -> bool;
-    /// Sets the expiry of the lease with `token`; whether there is one.
-    fn set_expiry(&mut self, token: Token, expiry_us: u64) -> bool;
-    /// Drops the leases expired at `at_us`.
-    fn purge(&mut self, at_us: u64);
 }
 
 /// The leases of one key, as the module stores them.
@@ -283,6 +225,8 @@ pub struct LeaseState {
 
 impl Algorithm for LeaseState {
     type Rule = Params;
+
+    const GROWS: bool = true;
 
     fn rule(_algo: Algo, numbers: [u64; 3]) -> Result<Params, ParamError> {
         let [x, y, _] = numbers;

@@ -37,7 +37,7 @@
 //! Tokens are unique in every state the algorithm writes; a decoded state with repeated
 //! tokens is kept as it is (the node index breaks ties) and never makes a call panic.
 
-use super::lease::{Held, Lease, Token};
+use super::token::{Held, Lease, Token};
 
 /// Most leases the small form holds (Redis: `zset-max-listpack-entries` 128).
 pub const SMALL_MAX: usize = 128;

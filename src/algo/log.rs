@@ -10,12 +10,13 @@
 //! 71 min, else 8 ([`Stamps`]); the room doubles as it fills, so at most about `8 * limit`
 //! bytes (`16 * limit` for entries spanning more).
 
+use super::algorithm::{rule_info, Algorithm, Spent};
 use super::codec::{DecodeError, Encoded, InfoValue, Reader, MAX_TIME_US};
 use super::request::Extra;
 use super::stamps::Stamps;
 use super::table::Algo;
 use super::window::Params;
-use super::{div_ceil, rule_info, sat_u64, Algorithm, Decision, ParamError, Spent, US_PER_MS};
+use super::{div_ceil, sat_u64, Decision, ParamError, US_PER_MS};
 
 /// The log: admission timestamps in µs, ascending.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -137,6 +138,8 @@ pub struct LogState {
 
 impl Algorithm for LogState {
     type Rule = Params;
+
+    const GROWS: bool = true;
 
     fn rule(_algo: Algo, numbers: [u64; 3]) -> Result<Params, ParamError> {
         let [x, y, _] = numbers;

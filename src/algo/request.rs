@@ -2,7 +2,8 @@
 //! contract's "Beyond yes or no"), the outcome with the reply's fields, and the events
 //! `INFO ratelimit` counts. Shared by every algorithm; pure, no Redis types.
 
-use super::{lease, Decision};
+use super::token::Token;
+use super::Decision;
 
 /// What a command appends after the five standard fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -12,7 +13,7 @@ pub enum Extra {
     /// what a request admitted now would wait).
     Delay(u64),
     /// `RL.ACQUIRE`: the lease's token (None when refused).
-    Token(Option<lease::Token>),
+    Token(Option<Token>),
 }
 
 /// What a request asks of its rule.

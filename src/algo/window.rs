@@ -11,13 +11,11 @@
 //! no window is counted afresh; retry and reset still count from the real now. A refusal
 //! writes nothing.
 
+use super::algorithm::{rule_info, Algorithm, Spent};
 use super::codec::{DecodeError, Encoded, InfoValue, Reader};
 use super::request::Extra;
 use super::table::Algo;
-use super::{
-    div_ceil, rule_info, sat_u64, Algorithm, Decision, ParamError, Quota, SpanName, Spent,
-    MAX_TIME_MS, US_PER_MS,
-};
+use super::{div_ceil, sat_u64, Decision, ParamError, Quota, SpanName, MAX_TIME_MS, US_PER_MS};
 
 /// A window rule: at most `limit` per window of `span_ms`.
 pub type Params = Quota<WindowSpan>;

@@ -180,7 +180,7 @@ struct Step<'a> {
 /// Whether a rule's request is decided on a copy of its state: a state of fixed size (a
 /// log's or leases' may hold 10^6 entries: those are decided dry, then spent in place).
 fn on_copy(rule: &Rule) -> bool {
-    !matches!(rule, Rule::Log(_) | Rule::Acquire(_))
+    !rule.grows()
 }
 
 /// Decides `it` on its key: committing on a copy of the state (stored later if every rule
