@@ -204,7 +204,8 @@ pub fn pack(s: &State) -> Option<usize> {
             let payload = window_payload(w, tag == TAG_FIXED)?;
             (tag, payload, WINDOW_RULES.intern(&w.params)?)
         }
-        State::Log(_) | State::Concurrency(_) | State::Blocked(_) => return None,
+        // The others (and any new algorithm) stay boxed.
+        _ => return None,
     };
     usize::try_from(word(tag, rule, payload)?).ok()
 }
@@ -257,7 +258,8 @@ pub fn pack_pair(s: &State) -> Option<[u64; 2]> {
             let counts = c.prev << b | c.cur;
             (tag, c.start_ms, counts, WINDOW_RULES.intern(p)?)
         }
-        State::Log(_) | State::Concurrency(_) | State::Blocked(_) => return None,
+        // The others (and any new algorithm) stay boxed.
+        _ => return None,
     };
     Some([extra, word(tag, rule, payload)?])
 }
