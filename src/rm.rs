@@ -187,10 +187,10 @@ pub fn server_ms() -> u64 {
     u64::try_from(api!(RedisModule_Milliseconds() else 0)).unwrap_or(0)
 }
 
-/// Fires the keyspace event of a write: type `module` (`d` in notify-keyspace-events), event
-/// named after the algorithm, e.g. `ratelimit.gcra`.
-pub fn notify(ctx: Ctx, algo: crate::state::Algo, name: &RStr) {
-    api!(RedisModule_NotifyKeyspaceEvent(ctx, raw::REDISMODULE_NOTIFY_MODULE, algo.event().as_ptr(), name.0) else ERR);
+/// Fires keyspace event `event` (e.g. `ratelimit.gcra`) of type `module` (`d` in
+/// notify-keyspace-events) on key `name`.
+pub fn notify(ctx: Ctx, event: &CStr, name: &RStr) {
+    api!(RedisModule_NotifyKeyspaceEvent(ctx, raw::REDISMODULE_NOTIFY_MODULE, event.as_ptr(), name.0) else ERR);
 }
 
 /// Propagates `cmd key payload` to replicas and the AOF (`RedisModule_Replicate`, "sb").
