@@ -23,6 +23,7 @@ use std::borrow::Cow;
 use std::ffi::{c_int, c_void, CStr};
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::OnceLock;
 
 pub type Ctx = *mut raw::RedisModuleCtx;
 /// The server's INFO context, passed through to the `InfoAdd*` functions.
@@ -289,17 +290,25 @@ pub fn set_module_options(ctx: Ctx, options: c_int) {
     api!(RedisModule_SetModuleOptions(ctx, options) else ());
 }
 
-/// Registers [`info_callback`] as the module's INFO function (replacing the framework's).
-pub fn register_info(ctx: Ctx) {
+/// The module's INFO function, given to [`register_info`].
+static INFO: OnceLock<fn(InfoCtx, bool)> = OnceLock::new();
+
+/// Registers `info` as the module's INFO function (replacing the framework's): the server
+/// calls it with an INFO context for the `InfoAdd*` functions below, and whether the INFO is
+/// for a crash report. The first function registered stays.
+pub fn register_info(ctx: Ctx, info: fn(InfoCtx, bool)) {
+    let _ = INFO.set(info);
     api!(RedisModule_RegisterInfoFunc(ctx, Some(info_callback)) else ERR);
 }
 
-/// The INFO callback: the module's sections, written by `stats::info`.
+/// The INFO callback: the function given to [`register_info`].
 ///
 /// # Safety
 /// Called by the server with a valid INFO context.
-unsafe extern "C" fn info_callback(ctx: InfoCtx, _for_crash_report: c_int) {
-    crate::stats::info(ctx);
+unsafe extern "C" fn info_callback(ctx: InfoCtx, for_crash_report: c_int) {
+    if let Some(info) = INFO.get() {
+        info(ctx, for_crash_report != 0);
+    }
 }
 
 pub fn info_section(ctx: InfoCtx, name: &CStr) {

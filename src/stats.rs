@@ -88,9 +88,9 @@ fn field_str(ctx: InfoCtx, name: &CStr, v: &CStr) {
     rm::info_str(ctx, name, v);
 }
 
-/// The module's INFO sections `ratelimit_clock` and `ratelimit_stats` (called by the INFO
-/// callback in `rm`).
-pub fn info(ctx: InfoCtx) {
+/// The module's INFO sections `ratelimit_clock` and `ratelimit_stats` (the INFO function
+/// `lib.rs` registers with `rm::register_info`; the same for a crash report).
+pub fn info(ctx: InfoCtx, _for_crash_report: bool) {
     rm::info_section(ctx, c"clock");
     let source = match clock::source() {
         "test" => c"test",
