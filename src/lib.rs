@@ -34,7 +34,6 @@ pub mod table;
 pub mod txn;
 
 use config::{ACQUIRE_MAX_LIMIT, LOG_MAX_LIMIT, TEST_CLOCK};
-use datatype::RL_TYPE;
 use redis_module::configuration::ConfigurationFlags;
 use redis_module::{raw, redis_module, Context, RedisString, Status};
 
@@ -51,7 +50,10 @@ const MODULE_OPTIONS: i32 = (raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS
     | (1 << 5)) as i32;
 
 fn init(ctx: &Context, _args: &[RedisString]) -> Status {
-    datatype::init();
+    if !datatype::create(ctx.ctx) {
+        ctx.log_warning("ratelimit: the data type could not be created");
+        return Status::Err;
+    }
     rm::set_module_options(ctx.ctx, MODULE_OPTIONS);
     // Replaces the INFO callback the framework registered with this module's sections.
     rm::register_info(ctx.ctx, stats::info);
@@ -76,7 +78,7 @@ redis_module! {
     name: "ratelimit",
     version: 1,
     allocator: (Alloc, Alloc),
-    data_types: [RL_TYPE],
+    data_types: [],
     init: init,
     configurations: [
         i64: [
