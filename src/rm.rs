@@ -196,70 +196,33 @@ pub fn notify(ctx: Ctx, event: &CStr, name: &RStr) {
     api!(RedisModule_NotifyKeyspaceEvent(ctx, raw::REDISMODULE_NOTIFY_MODULE, event.as_ptr(), name.0) else ERR);
 }
 
-/// Propagates `cmd key payload` to replicas and the AOF (`RedisModule_Replicate`, "sb").
-pub fn replicate_key_bytes(ctx: Ctx, cmd: &CStr, key: &RStr, payload: &[u8]) {
-    api!(RedisModule_Replicate(
-        ctx,
-        cmd.as_ptr(),
-        c"sb".as_ptr(),
-        key.0,
-        payload.as_ptr(),
-        payload.len()
-    ) else ERR);
-}
+/// Most `key payload` pairs [`replicate_pairs`] sends as one command.
+pub const MAX_PAIRS: usize = 4;
 
-/// Propagates `cmd k1 p1 k2 p2` (`RedisModule_Replicate`, "sbsb"): one effect for two keys.
-pub fn replicate_pairs2(ctx: Ctx, cmd: &CStr, k: [&RStr; 2], p: [&[u8]; 2]) {
-    api!(RedisModule_Replicate(
-        ctx,
-        cmd.as_ptr(),
-        c"sbsb".as_ptr(),
-        k[0].0,
-        p[0].as_ptr(),
-        p[0].len(),
-        k[1].0,
-        p[1].as_ptr(),
-        p[1].len()
-    ) else ERR);
-}
-
-/// Propagates `cmd k1 p1 k2 p2 k3 p3` (`RedisModule_Replicate`, "sbsbsb").
-pub fn replicate_pairs3(ctx: Ctx, cmd: &CStr, k: [&RStr; 3], p: [&[u8]; 3]) {
-    api!(RedisModule_Replicate(
-        ctx,
-        cmd.as_ptr(),
-        c"sbsbsb".as_ptr(),
-        k[0].0,
-        p[0].as_ptr(),
-        p[0].len(),
-        k[1].0,
-        p[1].as_ptr(),
-        p[1].len(),
-        k[2].0,
-        p[2].as_ptr(),
-        p[2].len()
-    ) else ERR);
-}
-
-/// Propagates `cmd k1 p1 ... k4 p4` (`RedisModule_Replicate`, "sbsbsbsb").
-pub fn replicate_pairs4(ctx: Ctx, cmd: &CStr, k: [&RStr; 4], p: [&[u8]; 4]) {
-    api!(RedisModule_Replicate(
-        ctx,
-        cmd.as_ptr(),
-        c"sbsbsbsb".as_ptr(),
-        k[0].0,
-        p[0].as_ptr(),
-        p[0].len(),
-        k[1].0,
-        p[1].as_ptr(),
-        p[1].len(),
-        k[2].0,
-        p[2].as_ptr(),
-        p[2].len(),
-        k[3].0,
-        p[3].as_ptr(),
-        p[3].len()
-    ) else ERR);
+/// Propagates `cmd k1 p1 [k2 p2 ...]` to replicas and the AOF (`RedisModule_Replicate`,
+/// "sb" per pair): one effect for up to [`MAX_PAIRS`] keys; nothing for none or more.
+#[inline]
+pub fn replicate_pairs(ctx: Ctx, cmd: &CStr, pairs: &[(&RStr, &[u8])]) {
+    // `RedisModule_Replicate` is variadic: one call of fixed arity per number of pairs.
+    macro_rules! by_length {
+        ($($fmt:literal => $($k:ident $p:ident),+;)+) => {
+            match pairs {
+                $([$(($k, $p)),+] => api!(RedisModule_Replicate(
+                    ctx,
+                    cmd.as_ptr(),
+                    $fmt.as_ptr(),
+                    $($k.0, $p.as_ptr(), $p.len()),+
+                ) else ERR),)+
+                _ => ERR,
+            }
+        };
+    }
+    by_length! {
+        c"sb" => k1 p1;
+        c"sbsb" => k1 p1, k2 p2;
+        c"sbsbsb" => k1 p1, k2 p2, k3 p3;
+        c"sbsbsbsb" => k1 p1, k2 p2, k3 p3, k4 p4;
+    };
 }
 
 /// Propagates the call itself, as the client sent it (`RedisModule_ReplicateVerbatim`):
