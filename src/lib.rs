@@ -56,7 +56,7 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     }
     rm::set_module_options(ctx.ctx, MODULE_OPTIONS);
     // Replaces the INFO callback the framework registered with this module's sections.
-    rm::register_info(ctx.ctx, stats::info);
+    rm::register_info(ctx.ctx, table::info);
     if !rm::has_defrag_callbacks() {
         // The library logs "Skip register defrag callbacks ..." at warning level on servers
         // without them (Redis 7.0); say at once that it is harmless.
