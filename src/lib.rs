@@ -6,9 +6,10 @@
 //! stored value and its codec), `packed` (a state packed into the value word or a pair),
 //! `replay` (operation effects). The thin Redis shell: `table` (the command table),
 //! `register` (registers it), `commands/` (one file per command family), `args` (integers
-//! and the option parser), `datatype` (reading and storing a key's state), `propagate`,
-//! `config`, `stats` (INFO), `clock`, `error` and `rm` (the raw module API: the only file
-//! with `unsafe`, holding the command entry point and the type and INFO callbacks).
+//! and the option parser), `datatype` (the data type: reading and storing a key's state),
+//! `propagate`, `config`, `stats` (INFO), `clock`, `error` and, at the bottom, `rm` (the raw
+//! module API: the only file with `unsafe`, holding the command entry point and the type
+//! and INFO callbacks; it imports nothing of the module).
 
 // Every unsafe block (all in `rm`) says why it is sound.
 #![deny(clippy::undocumented_unsafe_blocks)]
