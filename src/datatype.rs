@@ -1,27 +1,59 @@
-//! The `ratelimit` Redis data type: reading and storing a key's state, in whichever form
-//! the key holds it (boxed, or packed into the value word or a pair of words: `packed.rs`).
-//! The type's callbacks, which turn the server's raw value pointers into states, are in
-//! `rm`.
+//! The `ratelimit` Redis data type: what its values are (a `State`, boxed, or packed into
+//! the value word or a pair of words: `packed.rs`), how they are encoded for RDB, the AOF
+//! rewrite and DEBUG DIGEST (`state.rs`'s codec, at [`ENCODING_VERSION`]), and reading and
+//! storing a key's state in whichever form the key holds it. `rm` holds the values and
+//! calls this layer's [`DataType`] functions from the type's callbacks.
 
-pub use crate::packed::{pack, pack_pair, unpack, unpack_pair};
-use crate::rm::{self, Key, Owned, Stored, TYPE_METHODS};
+use crate::packed::{pack, pack_pair, unpack, unpack_pair};
+use crate::propagate::APPLY;
+use crate::rm::{self, Ctx, DataType, Key, Stored};
 use crate::state::{State, ENCODING_VERSION};
-use redis_module::native_types::RedisType;
 use redis_module::raw;
-use std::ffi::c_int;
+use std::ffi::{c_int, CStr};
 
-pub static RL_TYPE: RedisType = RedisType::new("ratelimit", ENCODING_VERSION as i32, TYPE_METHODS);
+/// A value of the type, to hand to the server.
+pub type Owned = rm::Owned<State>;
 
-/// Remembers the type created by `RedisModule_CreateDataType` (for [`Key::value`]).
-pub fn init() {
-    if let Ok(t) = RL_TYPE.raw_type.try_borrow() {
-        rm::set_type(*t);
-    }
+/// Creates the `ratelimit` data type (at load); false on failure.
+pub fn create(ctx: Ctx) -> bool {
+    rm::create_type::<State>(ctx, c"ratelimit", c_int::from(ENCODING_VERSION))
 }
 
-/// Whether an RDB encoding version is one this module reads.
-pub fn encoding_known(encver: c_int) -> bool {
-    (1..=c_int::from(ENCODING_VERSION)).contains(&encver)
+/// The type's values, for `rm` (its callbacks and [`Key::value`]).
+impl DataType for State {
+    fn unpack(word: usize) -> Option<State> {
+        unpack(word)
+    }
+
+    fn unpack_pair(pair: [u64; 2]) -> Option<State> {
+        unpack_pair(pair)
+    }
+
+    fn value_of(s: State) -> Owned {
+        value_of(s)
+    }
+
+    /// Any encoding version from 1 to this module's.
+    fn rdb_load(encver: c_int, bytes: &[u8]) -> Option<State> {
+        if !(1..=c_int::from(ENCODING_VERSION)).contains(&encver) {
+            return None;
+        }
+        State::decode(bytes).ok()
+    }
+
+    fn rdb_save(s: &State, f: impl FnOnce(&[u8])) {
+        f(s.encode().as_slice());
+    }
+
+    /// `RL._APPLY key <no expiry + encoding>`, as a write is propagated.
+    fn aof_rewrite(s: &State, f: impl FnOnce(&CStr, &[u8])) {
+        let mut enc = s.encode();
+        f(APPLY, enc.with_expiry(0));
+    }
+
+    fn mem_usage(s: &State) -> usize {
+        s.mem_usage()
+    }
 }
 
 /// The value to hand to Redis for `s`: packed into the word when possible, else into a
@@ -134,7 +166,7 @@ pub enum Holds<'a> {
 pub fn holds(key: &mut Key) -> Holds<'_> {
     match key.kind() {
         raw::REDISMODULE_KEYTYPE_EMPTY => Holds::Empty,
-        raw::REDISMODULE_KEYTYPE_MODULE => match key.value() {
+        raw::REDISMODULE_KEYTYPE_MODULE => match key.value::<State>() {
             Some(Stored::Word(w)) => {
                 unpack(w).map_or(Holds::Foreign, |s| Holds::Ours(Held::Packed(s)))
             }
@@ -154,7 +186,7 @@ pub fn holds(key: &mut Key) -> Holds<'_> {
 /// TTL), else as a new value.
 pub fn store(key: &mut Key, s: State) -> bool {
     // What the key holds, without unpacking a packed value (the caller just did).
-    let packed = match key.value() {
+    let packed = match key.value::<State>() {
         Some(Stored::Boxed(b)) => {
             *b = s;
             return true;

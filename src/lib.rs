@@ -6,9 +6,10 @@
 //! stored value and its codec), `packed` (a state packed into the value word or a pair),
 //! `replay` (operation effects). The thin Redis shell: `table` (the command table),
 //! `register` (registers it), `commands/` (one file per command family), `args` (integers
-//! and the option parser), `datatype` (reading and storing a key's state), `propagate`,
-//! `config`, `stats` (INFO), `clock`, `error` and `rm` (the raw module API: the only file
-//! with `unsafe`, holding the command entry point and the type and INFO callbacks).
+//! and the option parser), `datatype` (the data type: reading and storing a key's state),
+//! `propagate`, `config`, `stats` (INFO), `clock`, `error` and, at the bottom, `rm` (the raw
+//! module API: the only file with `unsafe`, holding the command entry point and the type
+//! and INFO callbacks; it imports nothing of the module).
 
 // Every unsafe block (all in `rm`) says why it is sound.
 #![deny(clippy::undocumented_unsafe_blocks)]
@@ -34,7 +35,6 @@ pub mod table;
 pub mod txn;
 
 use config::{ACQUIRE_MAX_LIMIT, LOG_MAX_LIMIT, TEST_CLOCK};
-use datatype::RL_TYPE;
 use redis_module::configuration::ConfigurationFlags;
 use redis_module::{raw, redis_module, Context, RedisString, Status};
 
@@ -51,10 +51,13 @@ const MODULE_OPTIONS: i32 = (raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS
     | (1 << 5)) as i32;
 
 fn init(ctx: &Context, _args: &[RedisString]) -> Status {
-    datatype::init();
+    if !datatype::create(ctx.ctx) {
+        ctx.log_warning("ratelimit: the data type could not be created");
+        return Status::Err;
+    }
     rm::set_module_options(ctx.ctx, MODULE_OPTIONS);
     // Replaces the INFO callback the framework registered with this module's sections.
-    rm::register_info(ctx.ctx);
+    rm::register_info(ctx.ctx, table::info);
     if !rm::has_defrag_callbacks() {
         // The library logs "Skip register defrag callbacks ..." at warning level on servers
         // without them (Redis 7.0); say at once that it is harmless.
@@ -76,7 +79,7 @@ redis_module! {
     name: "ratelimit",
     version: 1,
     allocator: (Alloc, Alloc),
-    data_types: [RL_TYPE],
+    data_types: [],
     init: init,
     configurations: [
         i64: [

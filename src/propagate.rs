@@ -8,7 +8,7 @@
 //! none on which a listener could receive the user's command.
 //!
 //! A call that writes several keys (RL.ALL) sends them as one effect, `RL._APPLY key
-//! payload [key payload ...]` (up to [`PAIRS`] pairs each: [`Batch`]): every key of such a
+//! payload [key payload ...]` (up to [`MAX_PAIRS`] pairs each: [`Batch`]): every key of such a
 //! call is in one slot, and one `RedisModule_Replicate` costs one command lookup, not one
 //! per key.
 //!
@@ -16,19 +16,16 @@
 //! command-table lookup and argument vector `RedisModule_Replicate` builds, and the encoding),
 //! measured with `make instructions` (README, "Replication").
 
-use crate::rm::{self, Ctx, RStr};
+use crate::rm::{self, Ctx, RStr, MAX_PAIRS};
 use crate::state::Encoded;
 use std::ffi::CStr;
 
 /// The internal command every effect is sent as (the AOF rewrite too); its row in `table.rs`.
 pub const APPLY: &CStr = c"RL._APPLY";
 
-/// Most `key payload` pairs one propagated `RL._APPLY` carries.
-pub const PAIRS: usize = 4;
-
 /// Propagates a write of key `name`: its absolute expiry and encoded state.
 pub fn apply(ctx: Ctx, name: &RStr, payload: &[u8]) {
-    rm::replicate_key_bytes(ctx, APPLY, name, payload);
+    rm::replicate_pairs(ctx, APPLY, &[(name, payload)]);
 }
 
 /// Propagates the deletion of key `name`.
@@ -37,12 +34,12 @@ pub fn del(ctx: Ctx, name: &RStr) {
 }
 
 /// The effects of one call on several keys, sent together: `RL._APPLY` with up to
-/// [`PAIRS`] `key payload` pairs per command (on the stack, no allocation), in the order
+/// [`MAX_PAIRS`] `key payload` pairs per command (on the stack, no allocation), in the order
 /// the keys were written. An `RL._APPLY` passed on verbatim is only marked, and sent once
 /// by the caller.
 pub struct Batch<'a> {
     ctx: Ctx,
-    pairs: [Option<(&'a RStr, Encoded, u64)>; PAIRS],
+    pairs: [Option<(&'a RStr, Encoded, u64)>; MAX_PAIRS],
     len: usize,
     /// An effect that is the call itself was written: the caller passes it on verbatim.
     pub verbatim: bool,
@@ -61,7 +58,7 @@ impl<'a> Batch<'a> {
     /// Adds the write of key `name`: its encoded state or operation, and its absolute
     /// expiry (unix ms, 0: none).
     pub fn push(&mut self, name: &'a RStr, enc: Encoded, at: u64) {
-        if self.len == PAIRS {
+        if self.len == MAX_PAIRS {
             self.flush();
         }
         if let Some(p) = self.pairs.get_mut(self.len) {
@@ -72,37 +69,20 @@ impl<'a> Batch<'a> {
 
     /// Sends what was added since the last flush, as one `RL._APPLY`.
     pub fn flush(&mut self) {
-        let mut keys: [Option<&RStr>; PAIRS] = [None; PAIRS];
-        let mut payloads: [&[u8]; PAIRS] = [&[]; PAIRS];
-        let mut n = 0;
-        for (i, p) in self.pairs.iter_mut().take(self.len).enumerate() {
-            if let (Some((name, enc, at)), Some(k), Some(b)) =
-                (p.as_mut(), keys.get_mut(i), payloads.get_mut(i))
-            {
-                *k = Some(*name);
-                *b = enc.with_expiry(*at);
-                n += 1;
+        let n = std::mem::take(&mut self.len);
+        let first: &RStr = match self.pairs.first() {
+            Some(Some((name, ..))) => name,
+            _ => return,
+        };
+        let mut sent: [(&RStr, &[u8]); MAX_PAIRS] = [(first, &[]); MAX_PAIRS];
+        for (out, p) in sent.iter_mut().zip(self.pairs.iter_mut().take(n)) {
+            if let Some((name, enc, at)) = p {
+                *out = (*name, enc.with_expiry(*at));
             }
         }
-        match (n, keys) {
-            (1, [Some(a), ..]) => rm::replicate_key_bytes(self.ctx, APPLY, a, payloads[0]),
-            (2, [Some(a), Some(b), ..]) => {
-                rm::replicate_pairs2(self.ctx, APPLY, [a, b], [payloads[0], payloads[1]])
-            }
-            (3, [Some(a), Some(b), Some(c), ..]) => rm::replicate_pairs3(
-                self.ctx,
-                APPLY,
-                [a, b, c],
-                [payloads[0], payloads[1], payloads[2]],
-            ),
-            (4, [Some(a), Some(b), Some(c), Some(d)]) => {
-                rm::replicate_pairs4(self.ctx, APPLY, [a, b, c, d], payloads)
-            }
-            _ => {}
-        }
-        for p in self.pairs.iter_mut().take(self.len) {
+        rm::replicate_pairs(self.ctx, APPLY, sent.get(..n).unwrap_or_default());
+        for p in self.pairs.iter_mut().take(n) {
             *p = None;
         }
-        self.len = 0;
     }
 }

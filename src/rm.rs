@@ -9,20 +9,23 @@
 //! ([`entry`]), a key's value borrows from its open [`Key`].
 //!
 //! Also here, because they turn the server's raw pointers into Rust values: the command
-//! entry point ([`entry`]), the data type's callbacks ([`TYPE_METHODS`]) and the INFO
-//! callback; each calls safe code of the module.
+//! entry point ([`entry`]), the data type's callbacks ([`create_type`]) and the INFO
+//! callback ([`register_info`]); each calls safe code that the layer above hands in (a
+//! [`Command`], a [`DataType`], an INFO function). This file imports nothing of the module:
+//! it is the bottom layer.
 
 // The wrappers pass the server's opaque handles (contexts, INFO contexts, commands, keys)
 // straight to the server's API; they are not dereferenced in Rust, so the lint's concern
 // does not apply.
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
-use crate::state::State;
 use redis_module::raw;
 use std::borrow::Cow;
 use std::ffi::{c_int, c_void, CStr};
+use std::marker::PhantomData;
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::OnceLock;
 
 pub type Ctx = *mut raw::RedisModuleCtx;
 /// The server's INFO context, passed through to the `InfoAdd*` functions.
@@ -187,76 +190,39 @@ pub fn server_ms() -> u64 {
     u64::try_from(api!(RedisModule_Milliseconds() else 0)).unwrap_or(0)
 }
 
-/// Fires the keyspace event of a write: type `module` (`d` in notify-keyspace-events), event
-/// named after the algorithm, e.g. `ratelimit.gcra`.
-pub fn notify(ctx: Ctx, algo: crate::state::Algo, name: &RStr) {
-    api!(RedisModule_NotifyKeyspaceEvent(ctx, raw::REDISMODULE_NOTIFY_MODULE, algo.event().as_ptr(), name.0) else ERR);
+/// Fires keyspace event `event` (e.g. `ratelimit.gcra`) of type `module` (`d` in
+/// notify-keyspace-events) on key `name`.
+pub fn notify(ctx: Ctx, event: &CStr, name: &RStr) {
+    api!(RedisModule_NotifyKeyspaceEvent(ctx, raw::REDISMODULE_NOTIFY_MODULE, event.as_ptr(), name.0) else ERR);
 }
 
-/// Propagates `cmd key payload` to replicas and the AOF (`RedisModule_Replicate`, "sb").
-pub fn replicate_key_bytes(ctx: Ctx, cmd: &CStr, key: &RStr, payload: &[u8]) {
-    api!(RedisModule_Replicate(
-        ctx,
-        cmd.as_ptr(),
-        c"sb".as_ptr(),
-        key.0,
-        payload.as_ptr(),
-        payload.len()
-    ) else ERR);
-}
+/// Most `key payload` pairs [`replicate_pairs`] sends as one command.
+pub const MAX_PAIRS: usize = 4;
 
-/// Propagates `cmd k1 p1 k2 p2` (`RedisModule_Replicate`, "sbsb"): one effect for two keys.
-pub fn replicate_pairs2(ctx: Ctx, cmd: &CStr, k: [&RStr; 2], p: [&[u8]; 2]) {
-    api!(RedisModule_Replicate(
-        ctx,
-        cmd.as_ptr(),
-        c"sbsb".as_ptr(),
-        k[0].0,
-        p[0].as_ptr(),
-        p[0].len(),
-        k[1].0,
-        p[1].as_ptr(),
-        p[1].len()
-    ) else ERR);
-}
-
-/// Propagates `cmd k1 p1 k2 p2 k3 p3` (`RedisModule_Replicate`, "sbsbsb").
-pub fn replicate_pairs3(ctx: Ctx, cmd: &CStr, k: [&RStr; 3], p: [&[u8]; 3]) {
-    api!(RedisModule_Replicate(
-        ctx,
-        cmd.as_ptr(),
-        c"sbsbsb".as_ptr(),
-        k[0].0,
-        p[0].as_ptr(),
-        p[0].len(),
-        k[1].0,
-        p[1].as_ptr(),
-        p[1].len(),
-        k[2].0,
-        p[2].as_ptr(),
-        p[2].len()
-    ) else ERR);
-}
-
-/// Propagates `cmd k1 p1 ... k4 p4` (`RedisModule_Replicate`, "sbsbsbsb").
-pub fn replicate_pairs4(ctx: Ctx, cmd: &CStr, k: [&RStr; 4], p: [&[u8]; 4]) {
-    api!(RedisModule_Replicate(
-        ctx,
-        cmd.as_ptr(),
-        c"sbsbsbsb".as_ptr(),
-        k[0].0,
-        p[0].as_ptr(),
-        p[0].len(),
-        k[1].0,
-        p[1].as_ptr(),
-        p[1].len(),
-        k[2].0,
-        p[2].as_ptr(),
-        p[2].len(),
-        k[3].0,
-        p[3].as_ptr(),
-        p[3].len()
-    ) else ERR);
+/// Propagates `cmd k1 p1 [k2 p2 ...]` to replicas and the AOF (`RedisModule_Replicate`,
+/// "sb" per pair): one effect for up to [`MAX_PAIRS`] keys; nothing for none or more.
+#[inline]
+pub fn replicate_pairs(ctx: Ctx, cmd: &CStr, pairs: &[(&RStr, &[u8])]) {
+    // `RedisModule_Replicate` is variadic: one call of fixed arity per number of pairs.
+    macro_rules! by_length {
+        ($($fmt:literal => $($k:ident $p:ident),+;)+) => {
+            match pairs {
+                $([$(($k, $p)),+] => api!(RedisModule_Replicate(
+                    ctx,
+                    cmd.as_ptr(),
+                    $fmt.as_ptr(),
+                    $($k.0, $p.as_ptr(), $p.len()),+
+                ) else ERR),)+
+                _ => ERR,
+            }
+        };
+    }
+    by_length! {
+        c"sb" => k1 p1;
+        c"sbsb" => k1 p1, k2 p2;
+        c"sbsbsb" => k1 p1, k2 p2, k3 p3;
+        c"sbsbsbsb" => k1 p1, k2 p2, k3 p3, k4 p4;
+    };
 }
 
 /// Propagates the call itself, as the client sent it (`RedisModule_ReplicateVerbatim`):
@@ -289,17 +255,25 @@ pub fn set_module_options(ctx: Ctx, options: c_int) {
     api!(RedisModule_SetModuleOptions(ctx, options) else ());
 }
 
-/// Registers [`info_callback`] as the module's INFO function (replacing the framework's).
-pub fn register_info(ctx: Ctx) {
+/// The module's INFO function, given to [`register_info`].
+static INFO: OnceLock<fn(InfoCtx, bool)> = OnceLock::new();
+
+/// Registers `info` as the module's INFO function (replacing the framework's): the server
+/// calls it with an INFO context for the `InfoAdd*` functions below, and whether the INFO is
+/// for a crash report. The first function registered stays.
+pub fn register_info(ctx: Ctx, info: fn(InfoCtx, bool)) {
+    let _ = INFO.set(info);
     api!(RedisModule_RegisterInfoFunc(ctx, Some(info_callback)) else ERR);
 }
 
-/// The INFO callback: the module's sections, written by `stats::info`.
+/// The INFO callback: the function given to [`register_info`].
 ///
 /// # Safety
 /// Called by the server with a valid INFO context.
-unsafe extern "C" fn info_callback(ctx: InfoCtx, _for_crash_report: c_int) {
-    crate::stats::info(ctx);
+unsafe extern "C" fn info_callback(ctx: InfoCtx, for_crash_report: c_int) {
+    if let Some(info) = INFO.get() {
+        info(ctx, for_crash_report != 0);
+    }
 }
 
 pub fn info_section(ctx: InfoCtx, name: &CStr) {
@@ -383,27 +357,75 @@ pub fn blank_key_spec() -> raw::RedisModuleCommandKeySpec {
     unsafe { std::mem::zeroed() }
 }
 
-// ---- The data type's values.
+// ---- The data type: its values and its callbacks.
 
-/// The registered type, cached at load for the hot path (null before).
-static TYPE_PTR: AtomicPtr<raw::RedisModuleType> = AtomicPtr::new(ptr::null_mut());
-
-/// Remembers the module's type, as created by `RedisModule_CreateDataType`.
-pub fn set_type(t: *mut raw::RedisModuleType) {
-    TYPE_PTR.store(t, Ordering::Relaxed);
+/// The module's data type, whose values are `Self`, described by the layer that owns it
+/// (`datatype.rs`): what a value means, how it packs and how it is encoded is that layer's
+/// business; how a value is held (a word, a boxed pair, a box: [`Owned`]), handed to the
+/// server and read back ([`Key::value`], the callbacks of [`create_type`]) is this file's.
+///
+/// A module has one data type, and implements `DataType` once: [`create_type`] creates it
+/// (once), and the `T` of [`Key::value`], [`Key::set_value`] and [`Key::replace_value`] is
+/// that type.
+///
+/// Only the type's callbacks call these functions (RDB, AOF rewrite, DEBUG DIGEST, MEMORY
+/// USAGE, COPY), never a command.
+pub trait DataType: Clone + 'static {
+    /// The value a packed word holds (low bit set), None if it is not one.
+    fn unpack(word: usize) -> Option<Self>;
+    /// The value a pair of words holds, None if it is not one.
+    fn unpack_pair(pair: [u64; 2]) -> Option<Self>;
+    /// The value to hand to the server for `v`: packed into a word or a pair of words when
+    /// it can be, else boxed.
+    fn value_of(v: Self) -> Owned<Self>;
+    /// RDB load: the value whose bytes [`DataType::rdb_save`] gave, at encoding version
+    /// `encver`; None refuses them.
+    fn rdb_load(encver: c_int, bytes: &[u8]) -> Option<Self>;
+    /// RDB save and DEBUG DIGEST: calls `f` with the bytes of `v`.
+    fn rdb_save(v: &Self, f: impl FnOnce(&[u8]));
+    /// AOF rewrite: calls `f` with the command and its payload after the key that recreate
+    /// `v` (the server appends the key's PEXPIREAT itself).
+    fn aof_rewrite(v: &Self, f: impl FnOnce(&CStr, &[u8]));
+    /// MEMORY USAGE of a boxed value: the box and what it owns.
+    fn mem_usage(v: &Self) -> usize;
 }
 
-fn type_ptr() -> *mut raw::RedisModuleType {
-    TYPE_PTR.load(Ordering::Relaxed)
+/// The server's handle of the module's data type, null until [`create_type`] writes it
+/// (nothing else does). Read by non-generic functions only ([`Key::type_value`],
+/// [`Key::set_raw`], [`Key::replace_raw`]), so that it stays internal to this library and is
+/// read straight, not through the GOT, on the command path.
+static TYPE: AtomicPtr<raw::RedisModuleType> = AtomicPtr::new(ptr::null_mut());
+
+/// Creates the module's data type `T` (`RedisModule_CreateDataType`, at load) named `name`
+/// (9 characters), at RDB encoding version `encver`; false on failure, or if it was created
+/// already.
+pub fn create_type<T: DataType>(ctx: Ctx, name: &CStr, encver: c_int) -> bool {
+    create_type_with(ctx, name, encver, type_methods::<T>())
 }
 
-/// Whether a value word of our type is a packed state (low bit set; a box is aligned).
+/// [`create_type`] with `T`'s callbacks (not generic: it alone writes [`TYPE`]).
+fn create_type_with(
+    ctx: Ctx,
+    name: &CStr,
+    encver: c_int,
+    mut methods: raw::RedisModuleTypeMethods,
+) -> bool {
+    if !TYPE.load(Ordering::Relaxed).is_null() {
+        return false;
+    }
+    // The server copies the methods.
+    let t = api!(RedisModule_CreateDataType(ctx, name.as_ptr(), encver, &mut methods) else ptr::null_mut());
+    TYPE.store(t, Ordering::Relaxed);
+    !t.is_null()
+}
+
+/// Whether a value word of our type is a packed word (low bit set; a box is aligned).
 fn is_word(v: *const c_void) -> bool {
     (v as usize) & 1 == 1
 }
 
 /// The low bits of a value pointer that mark a boxed pair of words (`Box<[u64; 2]>`, 8-byte
-/// aligned, with bit 1 set; a packed word has bit 0 set, a `Box<State>` neither).
+/// aligned, with bit 1 set; a packed word has bit 0 set, a box of the value neither).
 const PAIR_TAG: usize = 2;
 
 /// Whether a value of the module's type is a boxed pair of words.
@@ -416,31 +438,31 @@ fn pair_ptr(v: *const c_void) -> *mut [u64; 2] {
     ((v as usize) & !PAIR_TAG) as *mut [u64; 2]
 }
 
-/// A value of the module's type, owned until handed to the server: a state packed into the
-/// word itself (low bit 1), a pair of words in a box (bit 1, see [`PAIR_TAG`]), or a
-/// `Box<State>` (aligned, so low bits 0). Freed on drop.
-pub struct Owned(*mut c_void);
+/// A value of data type `T`, owned until handed to the server: packed into the word itself
+/// (low bit 1), a pair of words in a box (bit 1, see [`PAIR_TAG`]), or a `Box<T>` (aligned,
+/// so low bits 0). Freed on drop.
+pub struct Owned<T>(*mut c_void, PhantomData<Box<T>>);
 
-impl Owned {
+impl<T> Owned<T> {
     /// A packed word; None unless its low bit is set.
-    pub fn word(w: usize) -> Option<Owned> {
-        (w & 1 == 1).then_some(Owned(w as *mut c_void))
+    pub fn word(w: usize) -> Option<Owned<T>> {
+        (w & 1 == 1).then_some(Owned(w as *mut c_void, PhantomData))
     }
 
     /// A pair of words in a box (16 bytes).
-    pub fn pair(p: [u64; 2]) -> Owned {
+    pub fn pair(p: [u64; 2]) -> Owned<T> {
         let b = Box::into_raw(Box::new(p));
-        Owned(((b as usize) | PAIR_TAG) as *mut c_void)
+        Owned(((b as usize) | PAIR_TAG) as *mut c_void, PhantomData)
     }
 
-    /// A boxed state.
-    pub fn boxed(s: State) -> Owned {
-        Owned(Box::into_raw(Box::new(s)).cast())
+    /// A boxed value.
+    pub fn boxed(v: T) -> Owned<T> {
+        Owned(Box::into_raw(Box::new(v)).cast(), PhantomData)
     }
 
-    /// Whether this is a packed word.
-    pub fn is_word(&self) -> bool {
-        is_word(self.0)
+    /// A value of type `T` the server gives back (or null): ours again.
+    fn from_raw(v: *mut c_void) -> Owned<T> {
+        Owned(v, PhantomData)
     }
 
     /// Hands the value to the server (which frees it with the type's `free`).
@@ -451,7 +473,7 @@ impl Owned {
     }
 }
 
-impl Drop for Owned {
+impl<T> Drop for Owned<T> {
     fn drop(&mut self) {
         if self.0.is_null() || is_word(self.0) {
             return;
@@ -462,19 +484,21 @@ impl Drop for Owned {
             drop(unsafe { Box::from_raw(pair_ptr(self.0)) });
             return;
         }
-        // SAFETY: any other `Owned` is a pointer from `Box::into_raw` (`Owned::boxed`, or a
-        // value of our type the server handed back to be freed), owned by `self`.
-        drop(unsafe { Box::from_raw(self.0.cast::<State>()) });
+        // SAFETY: any other `Owned<T>` is a pointer from `Box::<T>::into_raw`
+        // (`Owned::boxed`), or a value of type `T` the server handed back to be freed (so
+        // made the same way: a type's values are the `Owned<T>` of its callbacks and of
+        // `Key::set_value`/`replace_value`), owned by `self`.
+        drop(unsafe { Box::from_raw(self.0.cast::<T>()) });
     }
 }
 
-/// The value of a key of the module's type, borrowed from the open key.
-pub enum Stored<'a> {
-    /// A packed state.
+/// The value of a key of data type `T`, borrowed from the open key.
+pub enum Stored<'a, T> {
+    /// A packed word.
     Word(usize),
-    /// A boxed state, changed in place.
-    Boxed(&'a mut State),
-    /// A state packed into a boxed pair of words, rewritten in place.
+    /// A boxed value, changed in place.
+    Boxed(&'a mut T),
+    /// A value packed into a boxed pair of words, rewritten in place.
     Pair(&'a mut [u64; 2]),
 }
 
@@ -506,55 +530,75 @@ impl Key {
         api!(RedisModule_KeyType(self.ptr) else 0) as isize
     }
 
-    /// The key's value if it is of the module's type (None for any other key), borrowed
-    /// from the key: one view at a time, which ends before the key is written or closed.
-    pub fn value(&mut self) -> Option<Stored<'_>> {
-        let ty = type_ptr();
-        // A null type (not registered) or another type's key: not ours.
+    /// The key's value pointer if it is of the module's type.
+    fn type_value(&self) -> Option<*mut c_void> {
+        let ty = TYPE.load(Ordering::Relaxed);
+        // A null type (not created) or another type's key: not ours.
         if ty.is_null() || api!(RedisModule_ModuleTypeGetType(self.ptr) else ptr::null_mut()) != ty
         {
             return None;
         }
-        let v = api!(RedisModule_ModuleTypeGetValue(self.ptr) else ptr::null_mut());
+        Some(api!(RedisModule_ModuleTypeGetValue(self.ptr) else ptr::null_mut()))
+    }
+
+    /// The key's value if it is of the module's type `T` (None for any other key), borrowed
+    /// from the key: one view at a time, which ends before the key is written or closed.
+    pub fn value<T: DataType>(&mut self) -> Option<Stored<'_, T>> {
+        let v = self.type_value()?;
         if is_word(v) {
             return Some(Stored::Word(v as usize));
         }
         if is_pair(v) {
-            // SAFETY: a value of our type tagged as a pair is a `Box<[u64; 2]>` this module
+            // SAFETY: a value of type `T` tagged as a pair is a `Box<[u64; 2]>` this module
             // created (`Owned::pair`), owned by the key's value while it is stored; the
-            // `&mut` borrows `self` exclusively, as for a boxed state below.
+            // `&mut` borrows `self` exclusively, as for a boxed value below.
             return unsafe { pair_ptr(v).as_mut() }.map(Stored::Pair);
         }
-        // SAFETY: a value of our type that is neither is a `Box<State>` pointer this
-        // module created (`Owned::boxed`), owned by the key's value while it is stored. The
-        // `&mut` borrows `self` exclusively: no other view of this key exists while it
-        // lives, and the key can be neither written (`set_value`, `replace_value`, `delete`
-        // take `&mut self`) nor closed before it ends. Commands run on the server's main
-        // thread only. (Two `Key`s open on the same key at once do not happen: a command
-        // opens each of its keys once, and RL.ALL refuses duplicate keys.)
-        unsafe { v.cast::<State>().as_mut() }.map(Stored::Boxed)
+        // SAFETY: a key of the module's type holds values made by the callbacks of `T` (the
+        // module's one `DataType`, see there) or handed over as `Owned<T>`; one that is
+        // neither a word nor a pair is a `Box<T>` pointer (`Owned::boxed`), owned by the key's value while it is
+        // stored. The `&mut` borrows `self` exclusively: no other view of this key exists
+        // while it lives, and the key can be neither written (`set_value`, `replace_value`,
+        // `delete` take `&mut self`) nor closed before it ends. Commands run on the server's
+        // main thread only. (Two `Key`s open on the same key at once do not happen: a
+        // command opens each of its keys once, and RL.ALL refuses duplicate keys.)
+        unsafe { v.cast::<T>().as_mut() }.map(Stored::Boxed)
     }
 
-    /// Stores a new value (the key takes ownership on success; freed on failure).
-    pub fn set_value(&mut self, v: Owned) -> bool {
-        let ok = api!(RedisModule_ModuleTypeSetValue(self.ptr, type_ptr(), v.0) else ERR) == OK;
+    /// Stores a new value of the module's type `T` (the key takes ownership on success;
+    /// freed on failure).
+    pub fn set_value<T: DataType>(&mut self, v: Owned<T>) -> bool {
+        let ok = self.set_raw(v.0);
         if ok {
             v.into_raw();
         }
         ok
     }
 
-    /// Swaps in a new value, keeping the key and its TTL; the old one is freed.
-    pub fn replace_value(&mut self, v: Owned) -> bool {
+    /// `RedisModule_ModuleTypeSetValue` with the module's type.
+    fn set_raw(&mut self, v: *mut c_void) -> bool {
+        let ty = TYPE.load(Ordering::Relaxed);
+        api!(RedisModule_ModuleTypeSetValue(self.ptr, ty, v) else ERR) == OK
+    }
+
+    /// Swaps in a new value of the module's type `T`, keeping the key and its TTL; the old
+    /// one (of type `T`: the server refuses to replace another type's value) is freed.
+    pub fn replace_value<T: DataType>(&mut self, v: Owned<T>) -> bool {
         let mut old: *mut c_void = ptr::null_mut();
-        let ok = api!(RedisModule_ModuleTypeReplaceValue(self.ptr, type_ptr(), v.0, &mut old) else ERR)
-            == OK;
+        let ok = self.replace_raw(v.0, &mut old);
         if ok {
             v.into_raw();
             // The key no longer holds the old value: ours to free.
-            drop(Owned(old));
+            drop(Owned::<T>::from_raw(old));
         }
         ok
+    }
+
+    /// `RedisModule_ModuleTypeReplaceValue` with the module's type; on success the old
+    /// value is in `old`.
+    fn replace_raw(&mut self, v: *mut c_void, old: &mut *mut c_void) -> bool {
+        let ty = TYPE.load(Ordering::Relaxed);
+        api!(RedisModule_ModuleTypeReplaceValue(self.ptr, ty, v, old) else ERR) == OK
     }
 
     pub fn delete(&mut self) {
@@ -600,141 +644,142 @@ impl Drop for Key {
     }
 }
 
-// ---- The data type's callbacks.
+// ---- The data type's callbacks, each calling `T`'s functions.
 
-/// The callbacks of the module's type (for `RedisType::new`): RDB, AOF rewrite, DEBUG
-/// DIGEST, MEMORY USAGE, COPY and freeing. Values are [`Owned`] words or boxes.
-pub const TYPE_METHODS: raw::RedisModuleTypeMethods = raw::RedisModuleTypeMethods {
-    version: raw::REDISMODULE_TYPE_METHOD_VERSION as u64,
-    rdb_load: Some(rdb_load),
-    rdb_save: Some(rdb_save),
-    aof_rewrite: Some(aof_rewrite),
-    mem_usage: Some(mem_usage),
-    digest: Some(digest),
-    free: Some(free),
-    aux_load: None,
-    aux_save: None,
-    aux_save2: None,
-    aux_save_triggers: 0,
-    free_effort: None,
-    unlink: None,
-    copy: Some(copy),
-    defrag: None,
-    mem_usage2: None,
-    free_effort2: None,
-    unlink2: None,
-    copy2: None,
-};
-
-/// The state behind a value the server hands to a callback (unpacked if packed).
-///
-/// # Safety
-/// `value` is a value of the module's type, alive for `'a`.
-unsafe fn state<'a>(value: *const c_void) -> Option<Cow<'a, State>> {
-    if is_word(value) {
-        return crate::datatype::unpack(value as usize).map(Cow::Owned);
+/// The callbacks of data type `T`: RDB, AOF rewrite, DEBUG DIGEST, MEMORY USAGE, COPY and
+/// freeing. Values are [`Owned<T>`] words, pairs or boxes.
+fn type_methods<T: DataType>() -> raw::RedisModuleTypeMethods {
+    raw::RedisModuleTypeMethods {
+        version: raw::REDISMODULE_TYPE_METHOD_VERSION as u64,
+        rdb_load: Some(rdb_load::<T>),
+        rdb_save: Some(rdb_save::<T>),
+        aof_rewrite: Some(aof_rewrite::<T>),
+        mem_usage: Some(mem_usage::<T>),
+        digest: Some(digest::<T>),
+        free: Some(free::<T>),
+        aux_load: None,
+        aux_save: None,
+        aux_save2: None,
+        aux_save_triggers: 0,
+        free_effort: None,
+        unlink: None,
+        copy: Some(copy::<T>),
+        defrag: None,
+        mem_usage2: None,
+        free_effort2: None,
+        unlink2: None,
+        copy2: None,
     }
-    if is_pair(value) {
-        // SAFETY: the caller passes a value of our type; tagged as a pair, so a
-        // `Box<[u64; 2]>` this module created, which the server keeps alive meanwhile.
-        let pair = unsafe { pair_ptr(value).as_ref() }.copied()?;
-        return crate::datatype::unpack_pair(pair).map(Cow::Owned);
-    }
-    // SAFETY: the caller passes a value of our type; neither, so a `Box<State>` pointer
-    // this module created, which the server keeps alive during the callback.
-    unsafe { value.cast::<State>().as_ref() }.map(Cow::Borrowed)
 }
 
-unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
-    if !crate::datatype::encoding_known(encver) {
-        return ptr::null_mut();
+/// The value behind a value pointer the server hands to a callback (unpacked if packed).
+///
+/// # Safety
+/// `value` is a value of type `T`, alive for `'a`.
+unsafe fn read<'a, T: DataType>(value: *const c_void) -> Option<Cow<'a, T>> {
+    if is_word(value) {
+        return T::unpack(value as usize).map(Cow::Owned);
     }
+    if is_pair(value) {
+        // SAFETY: the caller passes a value of type `T`; tagged as a pair, so a
+        // `Box<[u64; 2]>` this module created, which the server keeps alive meanwhile.
+        let pair = unsafe { pair_ptr(value).as_ref() }.copied()?;
+        return T::unpack_pair(pair).map(Cow::Owned);
+    }
+    // SAFETY: the caller passes a value of type `T`; neither, so a `Box<T>` pointer this
+    // module created, which the server keeps alive during the callback.
+    unsafe { value.cast::<T>().as_ref() }.map(Cow::Borrowed)
+}
+
+unsafe extern "C" fn rdb_load<T: DataType>(
+    rdb: *mut raw::RedisModuleIO,
+    encver: c_int,
+) -> *mut c_void {
     let mut len: usize = 0;
     let p = api!(RedisModule_LoadStringBuffer(rdb, &mut len) else ptr::null_mut());
     if p.is_null() {
         return ptr::null_mut();
     }
     // SAFETY: the server returned `len` bytes at `p`, ours until freed just below.
-    let decoded = State::decode(unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) });
+    let loaded = T::rdb_load(encver, unsafe {
+        std::slice::from_raw_parts(p.cast::<u8>(), len)
+    });
     api!(RedisModule_Free(p.cast()) else ());
     if api!(RedisModule_IsIOError(rdb) else 0) != 0 {
         return ptr::null_mut();
     }
-    match decoded {
-        Ok(s) => crate::datatype::value_of(s).into_raw(),
-        Err(_) => ptr::null_mut(),
-    }
+    loaded.map_or(ptr::null_mut(), |v| T::value_of(v).into_raw())
 }
 
-unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
+unsafe extern "C" fn rdb_save<T: DataType>(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
     // SAFETY: the server passes a value of our type, alive during the callback.
-    if let Some(s) = unsafe { state(value) } {
-        let enc = s.encode();
-        let buf = enc.as_slice();
-        api!(RedisModule_SaveStringBuffer(rdb, buf.as_ptr().cast(), buf.len()) else ());
+    if let Some(v) = unsafe { read::<T>(value) } {
+        T::rdb_save(&v, |buf| {
+            api!(RedisModule_SaveStringBuffer(rdb, buf.as_ptr().cast(), buf.len()) else ());
+        });
     }
 }
 
-unsafe extern "C" fn aof_rewrite(
+unsafe extern "C" fn aof_rewrite<T: DataType>(
     aof: *mut raw::RedisModuleIO,
     key: *mut raw::RedisModuleString,
     value: *mut c_void,
 ) {
-    // Redis appends the key's PEXPIREAT after this itself.
     // SAFETY: the server passes a value of our type, alive during the callback.
-    if let Some(s) = unsafe { state(value) } {
-        let mut enc = s.encode();
-        let buf = enc.with_expiry(0);
-        api!(RedisModule_EmitAOF(
-            aof,
-            crate::propagate::APPLY.as_ptr(),
-            c"sb".as_ptr(),
-            key,
-            buf.as_ptr(),
-            buf.len()
-        ) else ());
+    if let Some(v) = unsafe { read::<T>(value) } {
+        T::aof_rewrite(&v, |cmd, payload| {
+            api!(RedisModule_EmitAOF(
+                aof,
+                cmd.as_ptr(),
+                c"sb".as_ptr(),
+                key,
+                payload.as_ptr(),
+                payload.len()
+            ) else ());
+        });
     }
 }
 
-unsafe extern "C" fn mem_usage(value: *const c_void) -> usize {
+unsafe extern "C" fn mem_usage<T: DataType>(value: *const c_void) -> usize {
     if is_word(value) {
-        // The state is the value word itself: report that word, never 0 (Valkey 8.1 counts
-        // only what this callback says, and MEMORY USAGE 0 would read as "no value").
+        // The value is the word itself: report that word, never 0 (Valkey 8.1 counts only
+        // what this callback says, and MEMORY USAGE 0 would read as "no value").
         return std::mem::size_of::<*mut c_void>();
     }
     if is_pair(value) {
         return std::mem::size_of::<[u64; 2]>();
     }
     // SAFETY: the server passes a value of our type, alive during the callback.
-    unsafe { state(value) }.map_or(0, |s| s.mem_usage())
+    unsafe { read::<T>(value) }.map_or(0, |v| T::mem_usage(&v))
 }
 
-unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
+unsafe extern "C" fn digest<T: DataType>(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
     // SAFETY: the server passes a value of our type, alive during the callback.
-    if let Some(s) = unsafe { state(value) } {
-        let enc = s.encode();
-        let buf = enc.as_slice();
-        api!(RedisModule_DigestAddStringBuffer(md, buf.as_ptr().cast(), buf.len()) else ());
-        api!(RedisModule_DigestEndSequence(md) else ());
+    if let Some(v) = unsafe { read::<T>(value) } {
+        T::rdb_save(&v, |buf| {
+            api!(RedisModule_DigestAddStringBuffer(md, buf.as_ptr().cast(), buf.len()) else ());
+            api!(RedisModule_DigestEndSequence(md) else ());
+        });
     }
 }
 
-unsafe extern "C" fn free(value: *mut c_void) {
+unsafe extern "C" fn free<T: DataType>(value: *mut c_void) {
     // The server gives back a value of our type to free: ours again.
-    drop(Owned(value));
+    drop(Owned::<T>::from_raw(value));
 }
 
-unsafe extern "C" fn copy(
+unsafe extern "C" fn copy<T: DataType>(
     _from: *mut raw::RedisModuleString,
     _to: *mut raw::RedisModuleString,
     value: *const c_void,
 ) -> *mut c_void {
     if is_word(value) {
+        // A word owns nothing: it is its own copy.
         return value.cast_mut();
     }
     // SAFETY: the server passes a value of our type, alive during the callback.
-    match unsafe { state(value) } {
-        Some(s) => crate::datatype::value_of(s.into_owned()).into_raw(),
+    match unsafe { read::<T>(value) } {
+        Some(v) => T::value_of(v.into_owned()).into_raw(),
         None => ptr::null_mut(),
     }
 }

@@ -1,4 +1,6 @@
-//! Per-command counters and the `INFO ratelimit` section.
+//! The `INFO ratelimit` counters: one [`Counters`] per command (kept by the command table,
+//! `table.rs`, one per row), and the requests with the options of "Beyond yes or no", by
+//! event; and the module's INFO sections ([`info`]).
 //!
 //! Commands run on the server's main thread only, so the counters are plain relaxed loads
 //! and stores (no locked read-modify-write on the hot path).
@@ -9,24 +11,56 @@ use crate::rule::Event;
 use std::ffi::{CStr, CString};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-pub use crate::table::Stat;
-use crate::table::{COMMANDS, COUNT as N};
+/// One command's counters.
+pub struct Counters {
+    calls: AtomicU64,
+    admitted: AtomicU64,
+    refused: AtomicU64,
+    errors: AtomicU64,
+}
 
-struct Counters {
-    calls: [AtomicU64; N],
-    admitted: [AtomicU64; N],
-    refused: [AtomicU64; N],
-    errors: [AtomicU64; N],
+impl Counters {
+    pub const fn new() -> Counters {
+        Counters {
+            calls: AtomicU64::new(0),
+            admitted: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+        }
+    }
+
+    /// A call starts.
+    #[inline]
+    pub fn call(&self) {
+        bump(&self.calls);
+    }
+
+    /// The call answered an error.
+    #[inline]
+    pub fn error(&self) {
+        bump(&self.errors);
+    }
+
+    /// The call decided a request (RELEASE/RENEW: 1 counts as admitted, 0 as refused): what
+    /// its handler returned (`commands::Decided`).
+    #[inline]
+    pub fn decided(&self, allowed: bool) {
+        bump(if allowed {
+            &self.admitted
+        } else {
+            &self.refused
+        });
+    }
+}
+
+impl Default for Counters {
+    fn default() -> Counters {
+        Counters::new()
+    }
 }
 
 #[allow(clippy::declare_interior_mutable_const)]
 const ZERO: AtomicU64 = AtomicU64::new(0);
-static COUNTERS: Counters = Counters {
-    calls: [ZERO; N],
-    admitted: [ZERO; N],
-    refused: [ZERO; N],
-    errors: [ZERO; N],
-};
 /// Requests with the options of "Beyond yes or no", by event (in `Event::ALL` order).
 static EVENTS: [AtomicU64; Event::ALL.len()] = [ZERO; Event::ALL.len()];
 
@@ -48,36 +82,6 @@ fn bump(a: &AtomicU64) {
     a.store(a.load(Relaxed).wrapping_add(1), Relaxed);
 }
 
-/// A call of `s` starts.
-#[inline]
-pub fn call(s: Stat) {
-    if let Some(c) = COUNTERS.calls.get(s as usize) {
-        bump(c);
-    }
-}
-
-/// A call of `s` answered an error.
-#[inline]
-pub fn error(s: Stat) {
-    if let Some(c) = COUNTERS.errors.get(s as usize) {
-        bump(c);
-    }
-}
-
-/// A call of `s` decided a request (RELEASE/RENEW: 1 counts as admitted, 0 as refused):
-/// what its handler returned (`commands::Decided`).
-#[inline]
-pub fn decided(s: Stat, allowed: bool) {
-    let table = if allowed {
-        &COUNTERS.admitted
-    } else {
-        &COUNTERS.refused
-    };
-    if let Some(c) = table.get(s as usize) {
-        bump(c);
-    }
-}
-
 fn field_u64(ctx: InfoCtx, name: &str, v: u64) {
     if let Ok(f) = CString::new(name) {
         rm::info_u64(ctx, &f, v);
@@ -88,9 +92,9 @@ fn field_str(ctx: InfoCtx, name: &CStr, v: &CStr) {
     rm::info_str(ctx, name, v);
 }
 
-/// The module's INFO sections `ratelimit_clock` and `ratelimit_stats` (called by the INFO
-/// callback in `rm`).
-pub fn info(ctx: InfoCtx) {
+/// The module's INFO sections `ratelimit_clock` and `ratelimit_stats`, with the counters of
+/// `commands`, each under its name (`table::info`, the INFO function `lib.rs` registers).
+pub fn info<'a>(ctx: InfoCtx, commands: impl IntoIterator<Item = (&'a str, &'a Counters)>) {
     rm::info_section(ctx, c"clock");
     let source = match clock::source() {
         "test" => c"test",
@@ -106,13 +110,11 @@ pub fn info(ctx: InfoCtx) {
     );
     field_u64(ctx, "clock_ms", clock::now_ms());
     rm::info_section(ctx, c"stats");
-    for (i, cmd) in COMMANDS.iter().enumerate() {
-        let name = cmd.stat_name();
-        let get = |t: &[AtomicU64; N]| t.get(i).map_or(0, |a| a.load(Relaxed));
-        field_u64(ctx, &format!("{name}_calls"), get(&COUNTERS.calls));
-        field_u64(ctx, &format!("{name}_admitted"), get(&COUNTERS.admitted));
-        field_u64(ctx, &format!("{name}_refused"), get(&COUNTERS.refused));
-        field_u64(ctx, &format!("{name}_errors"), get(&COUNTERS.errors));
+    for (name, c) in commands {
+        field_u64(ctx, &format!("{name}_calls"), c.calls.load(Relaxed));
+        field_u64(ctx, &format!("{name}_admitted"), c.admitted.load(Relaxed));
+        field_u64(ctx, &format!("{name}_refused"), c.refused.load(Relaxed));
+        field_u64(ctx, &format!("{name}_errors"), c.errors.load(Relaxed));
     }
     for ((_, name), c) in Event::ALL.iter().zip(&EVENTS) {
         field_u64(ctx, name, c.load(Relaxed));

@@ -5,7 +5,8 @@
 
 use crate::algo::table::Algo;
 use crate::commands::{self, all, apply, info, lease, rate, testclock, throttle, Handler};
-use crate::rm::{self, Ctx, RStr};
+use crate::rm::{self, Ctx, InfoCtx, RStr};
+use crate::stats::{self, Counters};
 use redis_module::raw;
 use std::ffi::{c_int, CStr};
 
@@ -111,7 +112,7 @@ const fn rate_arity(algo: Algo) -> c_int {
 }
 
 /// Defines [`Stat`] (a row's index, its counters' slot), each row's entry point (calling
-/// [`commands::dispatch`] with the handler and the slot) and [`COMMANDS`], from one list.
+/// [`commands::dispatch`] with the handler and the row's counters) and [`COMMANDS`], from one list.
 macro_rules! commands {
     ($($id:ident: $name:literal => $handler:expr, $kind:expr, $arity:expr,
         $summary:literal, $complexity:literal, $args:expr;)*) => {
@@ -124,7 +125,7 @@ macro_rules! commands {
         $(impl rm::Command for Entry<{ Stat::$id as usize }> {
             #[inline]
             fn call(ctx: Ctx, args: &[RStr]) -> c_int {
-                commands::dispatch(ctx, args, $handler as Handler, Stat::$id)
+                commands::dispatch(ctx, args, $handler as Handler, Stat::$id.counters())
             }
         })*
 
@@ -202,7 +203,7 @@ commands! {
                 Arg::Word(c"REAL"),
             ],
         )];
-    Apply: c"rl._apply" => apply::apply, INTERNAL, -3,
+    Apply: c"rl._apply" => |c, a| apply::apply(c, a, Stat::Apply.counters()), INTERNAL, -3,
         c"Internal: applies a replicated state (primary link and AOF only)",
         c"O(N) where N is the size of the state",
         &[Arg::Key(c"key"), Arg::Str(c"payload")];
@@ -210,3 +211,25 @@ commands! {
 
 /// How many commands there are.
 pub const COUNT: usize = COMMANDS.len();
+
+/// Every command's `INFO ratelimit` counters, in [`Stat`] order.
+static STATS: [Counters; COUNT] = [const { Counters::new() }; COUNT];
+
+impl Stat {
+    /// The command's `INFO ratelimit` counters.
+    #[inline]
+    pub fn counters(self) -> &'static Counters {
+        // In bounds: a `Stat` is the index of a row of `COMMANDS`, and `STATS` has one
+        // `Counters` per row.
+        &STATS[self as usize]
+    }
+}
+
+/// The module's INFO function (`lib.rs` registers it): [`stats::info`] with every command's
+/// counters under its name.
+pub fn info(ctx: InfoCtx, _for_crash_report: bool) {
+    stats::info(
+        ctx,
+        COMMANDS.iter().zip(&STATS).map(|(c, s)| (c.stat_name(), s)),
+    );
+}

@@ -248,7 +248,7 @@ impl<'a> Txn<'a> {
                 .set_abs_expire(i64::try_from(at).unwrap_or(i64::MAX));
         }
         rm::signal_modified(self.ctx, self.name);
-        rm::notify(self.ctx, w.effect.algo(), self.name);
+        rm::notify(self.ctx, w.effect.algo().event(), self.name);
         match (w.effect, batch) {
             (Effect::Encoded(_, enc), Some(b)) => b.push(self.name, enc, at.unwrap_or(0)),
             (Effect::Encoded(_, mut enc), None) => {

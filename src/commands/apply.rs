@@ -8,6 +8,7 @@ use crate::propagate::Batch;
 use crate::replay::{Op, OP_VERSION};
 use crate::rm::{self, Ctx, RStr};
 use crate::state::{split_payload, State};
+use crate::stats::Counters;
 use crate::txn::{Effect, Expiry, Other, Txn, Written};
 use redis_module::raw;
 
@@ -34,7 +35,8 @@ fn parse(payload: &[u8]) -> Result<(Option<u64>, Payload), Error> {
     Ok((at, Payload::State(s)))
 }
 
-pub fn apply(ctx: Ctx, args: &[RStr]) -> Result<super::Decided, Error> {
+/// `RL._APPLY`, counting a call in `counters` (its own) per key written beyond the first.
+pub fn apply(ctx: Ctx, args: &[RStr], counters: &Counters) -> Result<super::Decided, Error> {
     // `key payload` pairs: one for the write of one key (and the AOF rewrite), several for
     // one call on several keys (RL.ALL; all in one slot). Any other shape is an arity error,
     // as the server's own check answered when the command took exactly one pair.
@@ -53,7 +55,7 @@ pub fn apply(ctx: Ctx, args: &[RStr]) -> Result<super::Decided, Error> {
         }
         // `INFO ratelimit` counts a call per key written, as when each key had its own.
         for _ in 1..pairs.len() / 2 {
-            crate::stats::call(crate::table::Stat::Apply);
+            counters.call();
         }
     }
     // The call already is the effect: passed on verbatim, once, to this server's own

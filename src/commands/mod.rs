@@ -16,7 +16,7 @@ use crate::replay::Op;
 use crate::rm::{self, Ctx, RStr};
 use crate::rule::{Ask, Extra, Outcome, Request, Rule};
 use crate::state::State;
-use crate::stats::{self, Stat};
+use crate::stats::{self, Counters};
 use crate::txn::{Effect, Expiry, Other, Txn, Written};
 use std::ffi::c_int;
 use std::io::Write;
@@ -31,28 +31,29 @@ pub type Handler = fn(Ctx, &[RStr]) -> Result<Decided, Error>;
 pub type Decided = Option<bool>;
 
 /// Runs a handler on the arguments of a call (from [`rm::entry`]): never lets a panic reach
-/// the server, and turns errors into error replies.
-pub fn dispatch(ctx: Ctx, args: &[RStr], h: Handler, stat: Stat) -> c_int {
-    stats::call(stat);
+/// the server, and turns errors into error replies; counts the call and its outcome in the
+/// command's `counters`.
+pub fn dispatch(ctx: Ctx, args: &[RStr], h: Handler, counters: &Counters) -> c_int {
+    counters.call();
     let res = catch_unwind(AssertUnwindSafe(|| h(ctx, args)));
     match res {
         Ok(Ok(decided)) => {
             if let Some(admitted) = decided {
-                stats::decided(stat, admitted);
+                counters.decided(admitted);
             }
             rm::OK
         }
         Ok(Err(Error::Arity)) => {
-            stats::error(stat);
+            counters.error();
             rm::wrong_arity(ctx)
         }
         Ok(Err(e)) => {
-            stats::error(stat);
+            counters.error();
             rm::reply_error(ctx, e.as_cstr());
             rm::OK
         }
         Err(_) => {
-            stats::error(stat);
+            counters.error();
             rm::reply_error(ctx, INTERNAL);
             rm::OK
         }
