@@ -54,6 +54,15 @@ impl DataType for State {
     fn mem_usage(s: &State) -> usize {
         s.mem_usage()
     }
+
+    /// The node's policies (`policy.rs`): node configuration, saved beside the keys.
+    fn aux_save() -> Option<Vec<u8>> {
+        crate::policy::save_all()
+    }
+
+    fn aux_load(bytes: &[u8]) -> bool {
+        crate::policy::load_all(bytes)
+    }
 }
 
 /// The value to hand to Redis for `s`: packed into the word when possible, else into a

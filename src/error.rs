@@ -53,6 +53,23 @@ impl Error {
         CString::new(msg).map_or(Error::Static(INTERNAL), Error::Owned)
     }
 
+    /// An error built on the error path (its text starts with the error code).
+    pub fn text(msg: String) -> Error {
+        Error::owned(msg)
+    }
+
+    /// A policy's rule that names no algorithm: names them, from the algorithm table.
+    pub fn policy_rules() -> Error {
+        let names: Vec<String> = crate::algo::table::ALGOS
+            .iter()
+            .map(|a| a.name.to_ascii_uppercase())
+            .collect();
+        Error::owned(format!(
+            "ERR a policy's rule starts with its algorithm: {}",
+            names.join(", ")
+        ))
+    }
+
     /// RL.ALL without a rule for a key: names the rules it takes, from the algorithm table
     /// (`ERR RL.ALL needs one rule per key: GCRA, TOKENBUCKET, ... or QUEUE`).
     pub fn all_rules() -> Error {

@@ -24,6 +24,7 @@ pub mod error;
 pub mod ops;
 pub mod options;
 pub mod packed;
+pub mod policy;
 pub mod propagate;
 pub mod register;
 pub mod replay;
@@ -56,6 +57,11 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         return Status::Err;
     }
     rm::set_module_options(ctx.ctx, MODULE_OPTIONS);
+    // Policies are node data: a whole dataset loaded (RDB, AOF, a full sync) brings its own.
+    if !rm::on_loading(ctx.ctx, policy::clear) {
+        ctx.log_warning("ratelimit: cannot subscribe to loading events");
+        return Status::Err;
+    }
     // Replaces the INFO callback the framework registered with this module's sections.
     rm::register_info(ctx.ctx, table::info);
     if !rm::has_defrag_callbacks() {

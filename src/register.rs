@@ -5,7 +5,7 @@
 use crate::algo::table::Algo;
 use crate::options::Opt;
 use crate::rm::{self, Ctx};
-use crate::table::{Arg, Keys, COMMANDS};
+use crate::table::{Arg, Command, Keys, COMMANDS};
 use redis_module::raw;
 use std::ffi::{c_int, CStr, CString};
 use std::ptr;
@@ -152,6 +152,8 @@ fn build_args(args: &[Arg], arena: &mut Arena) -> *mut raw::RedisModuleCommandAr
             Arg::Many(n) => out.push(arg(n.as_ptr(), STR, NONE, MULTIPLE)),
             Arg::Rule(algo) => rule_args(algo, arena, &mut out),
             Arg::DryRun => out.push(arg(c"DRYRUN".as_ptr(), TOKEN, c"DRYRUN".as_ptr(), OPTIONAL)),
+            Arg::Flag(w) => out.push(arg(w.as_ptr(), TOKEN, w.as_ptr(), OPTIONAL)),
+            Arg::OptStr(n) => out.push(arg(n.as_ptr(), STR, NONE, OPTIONAL)),
         }
     }
     zero_terminated(out, arena)
@@ -235,6 +237,35 @@ impl Acl {
     }
 }
 
+/// Creates command `c`: a subcommand (`container|sub`) under its container, which the first
+/// of its subcommands creates (`RedisModule_CreateSubcommand`, Redis 7.0).
+fn create(ctx: Ctx, c: &Command, keys: (c_int, c_int, c_int)) -> Result<(), String> {
+    let full = c.name.to_str().map_err(|e| e.to_string())?;
+    let Some((container, sub)) = full.split_once('|') else {
+        if rm::create_command(ctx, c.name, c.func, c.kind.flags, keys) {
+            return Ok(());
+        }
+        return Err(format!("cannot create command {full}"));
+    };
+    let container = CString::new(container).map_err(|e| e.to_string())?;
+    let sub = CString::new(sub).map_err(|e| e.to_string())?;
+    let parent = match rm::get_command(ctx, &container) {
+        Some(p) => p,
+        None => {
+            if !rm::create_command(ctx, &container, None, c"", (0, 0, 0)) {
+                return Err(format!("cannot create command {container:?}"));
+            }
+            rm::get_command(ctx, &container)
+                .ok_or_else(|| format!("cannot find command {container:?}"))?
+        }
+    };
+    if rm::create_subcommand(parent, &sub, c.func, c.kind.flags, keys) {
+        Ok(())
+    } else {
+        Err(format!("cannot create subcommand {full}"))
+    }
+}
+
 /// Registers every command; `Err` with a message on failure.
 pub fn register(ctx: Ctx) -> Result<(), String> {
     let acl = Acl::detect(ctx);
@@ -246,9 +277,7 @@ pub fn register(ctx: Ctx) -> Result<(), String> {
             Keys::Pairs => (1, -1, 2),
             _ => (1, 1, 1),
         };
-        if !rm::create_command(ctx, c.name, c.func, c.kind.flags, (first, last, step)) {
-            return Err(format!("cannot create command {:?}", c.name));
-        }
+        create(ctx, c, (first, last, step))?;
         let Some(cmd) = rm::get_command(ctx, c.name) else {
             return Err(format!("cannot find command {:?}", c.name));
         };

@@ -325,6 +325,76 @@ pub fn create_command(
         == OK
 }
 
+/// Creates subcommand `name` of container command `parent`
+/// (`RedisModule_CreateSubcommand`); false on failure.
+pub fn create_subcommand(
+    parent: Cmd,
+    name: &CStr,
+    func: raw::RedisModuleCmdFunc,
+    flags: &CStr,
+    (first, last, step): (c_int, c_int, c_int),
+) -> bool {
+    api!(RedisModule_CreateSubcommand(parent, name.as_ptr(), func, flags.as_ptr(), first, last, step) else ERR)
+        == OK
+}
+
+/// A server config's value (`CONFIG GET name`), if the server answers it.
+pub fn config_get(ctx: Ctx, name: &CStr) -> Option<Vec<u8>> {
+    let reply = api!(RedisModule_Call(ctx, c"CONFIG".as_ptr(), c"cc".as_ptr(), c"GET".as_ptr(), name.as_ptr()) else ptr::null_mut());
+    if reply.is_null() {
+        return None;
+    }
+    // CONFIG GET answers `[name, value]` (a map on RESP3 callers: Call is RESP2 here).
+    let value = api!(RedisModule_CallReplyArrayElement(reply, 1) else ptr::null_mut());
+    let mut out = None;
+    if !value.is_null() {
+        let mut len: usize = 0;
+        let p = api!(RedisModule_CallReplyStringPtr(value, &mut len) else ptr::null());
+        if !p.is_null() {
+            // SAFETY: the server returned `len` bytes at `p`, alive until the reply is freed.
+            out = Some(unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) }.to_vec());
+        }
+    }
+    api!(RedisModule_FreeCallReply(reply) else ());
+    out
+}
+
+/// What [`on_loading`] calls at the start of a full load of the dataset.
+static ON_LOADING: AtomicPtr<()> = AtomicPtr::new(ptr::null_mut());
+
+/// Calls `f` when the server starts loading a whole dataset (an RDB, an AOF, a full sync
+/// from a primary, DEBUG RELOAD), before anything is loaded; false if the server cannot
+/// tell.
+pub fn on_loading(ctx: Ctx, f: fn()) -> bool {
+    ON_LOADING.store(f as *mut (), Ordering::Relaxed);
+    let event = raw::RedisModuleEvent {
+        id: raw::REDISMODULE_EVENT_LOADING,
+        dataver: 1,
+    };
+    api!(RedisModule_SubscribeToServerEvent(ctx, event, Some(loading_callback)) else ERR) == OK
+}
+
+unsafe extern "C" fn loading_callback(
+    _ctx: Ctx,
+    _event: raw::RedisModuleEvent,
+    sub: u64,
+    _data: *mut c_void,
+) {
+    let start = [
+        raw::REDISMODULE_SUBEVENT_LOADING_RDB_START,
+        raw::REDISMODULE_SUBEVENT_LOADING_AOF_START,
+        raw::REDISMODULE_SUBEVENT_LOADING_REPL_START,
+    ];
+    if start.contains(&sub) {
+        let f = ON_LOADING.load(Ordering::Relaxed);
+        if !f.is_null() {
+            // SAFETY: only `on_loading` stores here, and it stores a `fn()`.
+            let f: fn() = unsafe { std::mem::transmute::<*mut (), fn()>(f) };
+            f();
+        }
+    }
+}
+
 /// The command `name` registered by this module, if any.
 pub fn get_command(ctx: Ctx, name: &CStr) -> Option<Cmd> {
     let cmd = api!(RedisModule_GetCommand(ctx, name.as_ptr()) else ptr::null_mut());
@@ -388,6 +458,11 @@ pub trait DataType: Clone + 'static {
     fn aof_rewrite(v: &Self, f: impl FnOnce(&CStr, &[u8]));
     /// MEMORY USAGE of a boxed value: the box and what it owns.
     fn mem_usage(v: &Self) -> usize;
+    /// The module's node data saved in RDB beside the keys (before them): None when there
+    /// is none (then, where the server allows it, the RDB holds no record of the module).
+    fn aux_save() -> Option<Vec<u8>>;
+    /// Loads what [`DataType::aux_save`] gave; false refuses it (the load fails).
+    fn aux_load(bytes: &[u8]) -> bool;
 }
 
 /// The server's handle of the module's data type, null until [`create_type`] writes it
@@ -657,10 +732,10 @@ fn type_methods<T: DataType>() -> raw::RedisModuleTypeMethods {
         mem_usage: Some(mem_usage::<T>),
         digest: Some(digest::<T>),
         free: Some(free::<T>),
-        aux_load: None,
-        aux_save: None,
-        aux_save2: None,
-        aux_save_triggers: 0,
+        aux_load: Some(aux_load::<T>),
+        aux_save: Some(aux_save::<T>),
+        aux_save2: Some(aux_save2::<T>),
+        aux_save_triggers: raw::REDISMODULE_AUX_BEFORE_RDB as c_int,
         free_effort: None,
         unlink: None,
         copy: Some(copy::<T>),
@@ -760,6 +835,41 @@ unsafe extern "C" fn digest<T: DataType>(md: *mut raw::RedisModuleDigest, value:
             api!(RedisModule_DigestAddStringBuffer(md, buf.as_ptr().cast(), buf.len()) else ());
             api!(RedisModule_DigestEndSequence(md) else ());
         });
+    }
+}
+
+/// Node data, the server before 7.2 (`aux_save`: a record is always written, so it is
+/// always saved, empty or not).
+unsafe extern "C" fn aux_save<T: DataType>(rdb: *mut raw::RedisModuleIO, _when: c_int) {
+    let bytes = T::aux_save().unwrap_or_default();
+    api!(RedisModule_SaveStringBuffer(rdb, bytes.as_ptr().cast(), bytes.len()) else ());
+}
+
+/// Node data, Redis 7.2+ and Valkey (`aux_save2`): nothing is written when there is none, so
+/// such an RDB loads without the module.
+unsafe extern "C" fn aux_save2<T: DataType>(rdb: *mut raw::RedisModuleIO, _when: c_int) {
+    if let Some(bytes) = T::aux_save() {
+        api!(RedisModule_SaveStringBuffer(rdb, bytes.as_ptr().cast(), bytes.len()) else ());
+    }
+}
+
+unsafe extern "C" fn aux_load<T: DataType>(
+    rdb: *mut raw::RedisModuleIO,
+    _encver: c_int,
+    _when: c_int,
+) -> c_int {
+    let mut len: usize = 0;
+    let p = api!(RedisModule_LoadStringBuffer(rdb, &mut len) else ptr::null_mut());
+    if p.is_null() {
+        return ERR;
+    }
+    // SAFETY: the server returned `len` bytes at `p`, ours until freed just below.
+    let ok = T::aux_load(unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) });
+    api!(RedisModule_Free(p.cast()) else ());
+    if ok && api!(RedisModule_IsIOError(rdb) else 0) == 0 {
+        OK
+    } else {
+        ERR
     }
 }
 

@@ -4,7 +4,7 @@
 //! algorithm's row in `algo/table.rs`.
 
 use crate::algo::table::Algo;
-use crate::commands::{self, all, apply, info, lease, rate, testclock, throttle, Handler};
+use crate::commands::{self, all, apply, info, lease, policy, rate, testclock, throttle, Handler};
 use crate::rm::{self, Ctx, InfoCtx, RStr};
 use crate::stats::{self, Counters};
 use redis_module::raw;
@@ -55,6 +55,13 @@ const MANY: Kind = Kind::new(
 const READ: Kind = Kind::new(c"readonly fast", Keys::Read, c"read fast");
 const NO_KEY: Kind = Kind::new(c"fast", Keys::None, c"fast");
 const INTERNAL: Kind = Kind::new(c"write", Keys::Pairs, c"write");
+/// An operator's change of a policy (no key): `@admin` where categories can be set, so
+/// ACL rules can keep callers to RL.ALLOW.
+const POLICY_CHANGE: Kind = Kind::new(c"write deny-oom", Keys::None, c"write admin");
+/// Reading policies (no key): also on a read-only replica.
+const POLICY_READ: Kind = Kind::new(c"readonly", Keys::None, c"read");
+/// RL._POLICY: a policy's definition from the primary link or the AOF (no key).
+const POLICY_LOAD: Kind = Kind::new(c"write", Keys::None, c"write");
 
 /// One argument in `COMMAND DOCS`.
 #[derive(Clone, Copy)]
@@ -79,6 +86,10 @@ pub enum Arg {
     Rule(Algo),
     /// The `DRYRUN` flag alone.
     DryRun,
+    /// An optional keyword alone (`RESET`).
+    Flag(&'static CStr),
+    /// An optional positional string.
+    OptStr(&'static CStr),
 }
 
 /// A command.
@@ -96,10 +107,11 @@ pub struct Command {
 impl Command {
     /// The command's name in `INFO ratelimit` counters: its name after the prefix
     /// (`rl.gcra` -> `gcra`, `cl.throttle` -> `throttle`, `rl._apply` -> `apply`).
-    pub fn stat_name(&self) -> &'static str {
+    /// A subcommand's is its container's and its own (`rl.policy|set` -> `policy_set`).
+    pub fn stat_name(&self) -> String {
         let name = self.name.to_str().unwrap_or("");
         let bare = name.split_once('.').map_or(name, |(_, b)| b);
-        bare.trim_start_matches('_')
+        bare.trim_start_matches('_').replace('|', "_")
     }
 }
 
@@ -207,6 +219,46 @@ commands! {
         c"Internal: applies a replicated state (primary link and AOF only)",
         c"O(N) where N is the size of the state",
         &[Arg::Key(c"key"), Arg::Str(c"payload")];
+    Allow: c"rl.allow" => policy::allow, RATE, -3,
+        c"A policy's rule on a key: the version of the policy that applies to the key",
+        c"O(1), as the policy's algorithm",
+        &[
+            Arg::Key(c"key"),
+            Arg::Str(c"policy"),
+            Arg::Many(c"option"),
+        ];
+    PolicySet: c"rl.policy|set" => policy::set, POLICY_CHANGE, -5,
+        c"Sets a policy's rule: a new version, at once or rolled out to a share of keys",
+        c"O(1)",
+        &[
+            Arg::Str(c"name"),
+            Arg::Many(c"rule"),
+        ];
+    PolicyRollout: c"rl.policy|rollout" => policy::rollout, POLICY_CHANGE, 4,
+        c"Moves a policy's candidate version to a share of keys (100: current)", c"O(1)",
+        &[Arg::Str(c"name"), Arg::Int(c"percent")];
+    PolicyRollback: c"rl.policy|rollback" => policy::rollback, POLICY_CHANGE, 3,
+        c"Drops a policy's candidate, or goes back to its previous version", c"O(1)",
+        &[Arg::Str(c"name")];
+    PolicyDel: c"rl.policy|del" => policy::del, POLICY_CHANGE, 3,
+        c"Deletes a policy (keys written under it keep their state and TTL)", c"O(1)",
+        &[Arg::Str(c"name")];
+    PolicyGet: c"rl.policy|get" => policy::get, POLICY_READ, 3,
+        c"A policy's current version, rule, mode, digest and candidate", c"O(1)",
+        &[Arg::Str(c"name")];
+    PolicyList: c"rl.policy|list" => policy::list, POLICY_READ, -2,
+        c"Every policy (or those matching a pattern): version, digest, mode, rollout",
+        c"O(N) where N is the number of policies",
+        &[Arg::OptStr(c"pattern")];
+    PolicyHistory: c"rl.policy|history" => policy::history, POLICY_READ, 3,
+        c"A policy's last versions with their rules and times", c"O(1)",
+        &[Arg::Str(c"name")];
+    PolicyStats: c"rl.policy|stats" => policy::stats, POLICY_READ, -3,
+        c"A policy's counters and the keys refused most, since the last RESET", c"O(1)",
+        &[Arg::Str(c"name"), Arg::Flag(c"RESET")];
+    PolicyLoad: c"rl._policy" => policy::load, POLICY_LOAD, -2,
+        c"Internal: sets or deletes a replicated policy (primary link and AOF only)", c"O(1)",
+        &[Arg::Str(c"name"), Arg::OptStr(c"payload")];
 }
 
 /// How many commands there are.
@@ -228,8 +280,10 @@ impl Stat {
 /// The module's INFO function (`lib.rs` registers it): [`stats::info`] with every command's
 /// counters under its name.
 pub fn info(ctx: InfoCtx, _for_crash_report: bool) {
-    stats::info(
-        ctx,
-        COMMANDS.iter().zip(&STATS).map(|(c, s)| (c.stat_name(), s)),
-    );
+    let named: Vec<(String, &Counters)> = COMMANDS
+        .iter()
+        .zip(&STATS)
+        .map(|(c, s)| (c.stat_name(), s))
+        .collect();
+    stats::info(ctx, named.iter().map(|(n, s)| (n.as_str(), *s)));
 }

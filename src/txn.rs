@@ -64,6 +64,10 @@ pub enum Other<'f> {
     /// Whatever it holds is replaced: the decision starts from the fresh state
     /// (`RL._APPLY`, whose primary decided on what the replica must hold).
     Overwrite,
+    /// A state of another algorithm starts from the fresh state (a policy whose new
+    /// version has another algorithm: its keys cannot carry their units over); anything
+    /// else is `WRONGTYPE`.
+    Restart,
 }
 
 /// An open key of one call.
@@ -134,7 +138,7 @@ impl<'a> Txn<'a> {
                 None => return Ok(None),
             },
             slot => match (other, slot) {
-                (Other::Overwrite, _) => match fresh() {
+                (Other::Overwrite, _) | (Other::Restart, Holds::Ours(_)) => match fresh() {
                     Some(s) => Source::Fresh(s),
                     None => return Ok(None),
                 },

@@ -13,6 +13,7 @@
 //! each rule's own reply (the standard five fields; six with `delay_ms` for QUEUE). When
 //! refused, each rule's reply says what it alone would have decided, and nothing is spent.
 
+use super::policy;
 use super::rate::{parse_rule, staggered};
 use super::{effect_of_request, reply_outcome, request, Decided};
 use crate::args::positive;
@@ -80,6 +81,8 @@ struct Item<'a> {
     key: &'a RStr,
     rule: Rule,
     req: Request,
+    /// A `POLICY name` rule: the policy's name and whether its version is a shadow one.
+    policy: Option<(&'a [u8], bool)>,
 }
 
 /// A word of the rate commands' options.
@@ -92,8 +95,20 @@ fn is_option(word: &[u8]) -> bool {
 /// Parses one rule for `key` at the front of `args` (its algorithm's name, its numbers, its
 /// options: `COST n` (0 peeks), `RESERVE r`, and `STAGGER` for FIXED and SLIDING); returns
 /// it and how many arguments it took.
-fn parse_item<'a>(key: &'a RStr, args: &[RStr]) -> Result<(Item<'a>, usize), Error> {
+fn parse_item<'a>(key: &'a RStr, args: &'a [RStr]) -> Result<(Item<'a>, usize), Error> {
     let word = rm::bytes(args.first().ok_or_else(Error::all_rules)?);
+    if word.eq_ignore_ascii_case(b"POLICY") {
+        let rest = args.get(1..).unwrap_or(&[]);
+        let (r, req, used) = policy::all_rule(rest, key)?;
+        let name = rest.first().map_or(&[][..], |n| rm::bytes(n));
+        let item = Item {
+            key,
+            rule: r.rule,
+            req,
+            policy: Some((name, r.shadow)),
+        };
+        return Ok((item, 1 + used));
+    }
     let Some(algo) = Algo::of_rule_name(word) else {
         // An option the previous rule does not take (PARTIAL, BLOCK, ...) is misplaced, not
         // a missing rule.
@@ -121,6 +136,7 @@ fn parse_item<'a>(key: &'a RStr, args: &[RStr]) -> Result<(Item<'a>, usize), Err
         key,
         rule,
         req: opts.request(),
+        policy: None,
     };
     Ok((item, 1 + parsed.used + used))
 }
@@ -255,6 +271,37 @@ fn spend<'a>(it: &Item<'a>, st: &mut Step<'a>, batch: &mut Batch<'a>) -> Result<
     }
 }
 
+/// Applies a shadow policy's version to its rule's outcome; whether it was a shadow
+/// refusal.
+fn shadow(it: &Item, out: &mut Outcome) -> bool {
+    match it.policy {
+        Some((_, true)) => {
+            let spend = matches!(it.req.ask, crate::rule::Ask::Spend(c) if c > 0);
+            let refused = spend && !out.decision.allowed;
+            if refused {
+                out.decision.allowed = true;
+                out.decision.retry_after_ms = 0;
+            }
+            refused
+        }
+        _ => false,
+    }
+}
+
+/// Counts the policy rules of a call in their statistics: each one's decision when the call
+/// spent, and each one's own refusal when it did not (a policy that would have admitted
+/// a call another rule refused spent nothing and refused nothing: not counted).
+fn count_policies(items: &Few<Item>, steps: &Few<Step>, shadowed: &Few<bool>, spent: bool) {
+    let mut reg = policy::registry();
+    for ((it, st), &sh) in items.iter().zip(steps.iter()).zip(shadowed.iter()) {
+        let Some((name, _)) = it.policy else { continue };
+        let own_refusal = sh || !st.out.decision.allowed;
+        if spent || own_refusal {
+            policy::count_stats(&mut reg, name, it.key, &it.req, &st.out, sh);
+        }
+    }
+}
+
 pub fn all(ctx: Ctx, args: &[RStr]) -> Result<Decided, Error> {
     if rm::is_keys_position_request(ctx) {
         key_positions(ctx, args);
@@ -271,6 +318,12 @@ pub fn all(ctx: Ctx, args: &[RStr]) -> Result<Decided, Error> {
         let txn = Txn::open(ctx, it.key, !dryrun, now);
         steps.push(decide(it, txn, dryrun)?);
     }
+    // A shadow policy's version never refuses the call.
+    let mut shadowed = Few::new();
+    shadowed.reserve(items.len());
+    for (it, st) in items.iter().zip(steps.iter_mut()) {
+        shadowed.push(shadow(it, &mut st.out));
+    }
     let refused_by = steps.iter().position(|st| !st.out.decision.allowed);
     if refused_by.is_none() && !dryrun {
         // All admit, so each spends, in one atomic step, and the call's effects go out as
@@ -282,6 +335,13 @@ pub fn all(ctx: Ctx, args: &[RStr]) -> Result<Decided, Error> {
             .try_for_each(|(it, st)| spend(it, st, &mut batch));
         batch.flush();
         res?;
+        // A log's rule decided again in place: its shadow refusal stays an admission.
+        for (it, st) in items.iter().zip(steps.iter_mut()) {
+            shadow(it, &mut st.out);
+        }
+    }
+    if !dryrun && items.iter().any(|it| it.policy.is_some()) {
+        count_policies(&items, &steps, &shadowed, refused_by.is_none());
     }
     for st in steps.iter() {
         crate::stats::events(st.out.events);

@@ -5,6 +5,7 @@ pub mod all;
 pub mod apply;
 pub mod info;
 pub mod lease;
+pub mod policy;
 pub mod rate;
 pub mod testclock;
 pub mod throttle;
@@ -131,10 +132,21 @@ pub fn run(ctx: Ctx, name: &RStr, rule: &Rule, req: &Request) -> Result<Outcome,
 /// [`run`] on an open key.
 #[inline(always)]
 pub fn request(txn: &mut Txn, rule: &Rule, req: &Request) -> Result<Outcome, Error> {
+    request_in(txn, rule, req, Other::Refuse)
+}
+
+/// [`request`], with a key holding something else handled as `other` says.
+#[inline(always)]
+pub fn request_in(
+    txn: &mut Txn,
+    rule: &Rule,
+    req: &Request,
+    other: Other,
+) -> Result<Outcome, Error> {
     let now = txn.now_us();
     let out = txn.decide(
         rule.algo(),
-        Other::Refuse,
+        other,
         || Some(rule.fresh()),
         |s| {
             let out = rule.request(s, req, now);
