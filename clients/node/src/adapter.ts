@@ -21,6 +21,16 @@
 export interface CustomClient {
   send(args: string[], key: string | undefined): Promise<unknown>;
   cluster?: boolean;
+  /** A cluster's primaries, for the commands every primary needs (`RL.POLICY`). Without it a
+   * custom client is one node. */
+  primaries?(): Promise<PrimaryNode[]> | PrimaryNode[];
+}
+
+/** One primary of the server or cluster: its name (`"host:port"`) and a way to send it a
+ * command. */
+export interface PrimaryNode {
+  name: string;
+  send(args: string[]): Promise<unknown>;
 }
 
 export type ClientKind = 'ioredis' | 'ioredis-cluster' | 'node-redis' | 'node-redis-cluster' | 'custom';
@@ -33,6 +43,9 @@ export interface Adapter {
   /** Sends args (args[0] = command). `key` routes in a cluster; `exact` decodes integers as
    * strings; `readonly` lets a cluster client read from a replica if it is set up to. */
   send(args: string[], key: string | undefined, opts?: { exact?: boolean; readonly?: boolean }): Promise<unknown>;
+  /** Every primary (one on a single server), for the commands that have no key and must
+   * reach each of them (`RL.POLICY`: policies are per node). */
+  primaries(): Promise<PrimaryNode[]>;
   /** Closes what the adapter itself opened (never the application's client). */
   close(): Promise<void>;
 }
@@ -45,6 +58,8 @@ const isFn = (v: unknown): v is AnyFn => typeof v === 'function';
 
 /** node-redis's RESP type code of integers (':'), mapped to String for exact replies. */
 const RESP_NUMBER = 58;
+
+const address = (host: unknown, port: unknown): string => `${String(host ?? '127.0.0.1')}:${String(port ?? 6379)}`;
 
 export function isCustomClient(c: unknown): c is CustomClient {
   return !!c && isFn((c as Loose).send) && !isFn((c as Loose).sendCommand);
@@ -63,6 +78,10 @@ export function createAdapter(client: unknown): Adapter {
       cluster: !!c.cluster,
       exactIntegers: true,
       send: (args, key) => c.send(args, key),
+      async primaries() {
+        if (isFn(c.primaries)) return c.primaries();
+        return [{ name: 'server', send: (args: string[]) => c.send(args, undefined) }];
+      },
       close: async () => {},
     };
   }
@@ -109,6 +128,11 @@ function ioredisAdapter(client: Loose): Adapter {
       }
       return target.call(name, ...rest);
     },
+    async primaries() {
+      if (!cluster) return [{ name: address(client.options?.host, client.options?.port), send: (args) => client.call(...args) }];
+      const nodes: Loose[] = client.nodes('master');
+      return nodes.map((n) => ({ name: address(n.options?.host, n.options?.port), send: (args: string[]) => n.call(...args) }));
+    },
     async close() {
       if (ownExact) {
         const c = ownExact;
@@ -133,6 +157,19 @@ function nodeRedisAdapter(client: Loose): Adapter {
       const options = opts?.exact ? exactOptions : undefined;
       if (cluster) return client.sendCommand(key, !!opts?.readonly, args, options);
       return options ? client.sendCommand(args, options) : client.sendCommand(args);
+    },
+    async primaries() {
+      if (!cluster) {
+        const o = client.options ?? {};
+        const name = o.socket?.host !== undefined || o.socket?.port !== undefined
+          ? address(o.socket?.host, o.socket?.port) : (o.url ? String(o.url).replace(/^rediss?:\/\/(?:[^@/]*@)?/, '').replace(/\/.*$/, '') : 'server');
+        return [{ name, send: (args) => client.sendCommand(args) }];
+      }
+      const masters: Loose[] = client.masters ?? client.getMasters();
+      return Promise.all(masters.map(async (m) => {
+        const node = await client.nodeClient(m);
+        return { name: m.address ?? address(m.host, m.port), send: (args: string[]) => node.sendCommand(args) };
+      }));
     },
     async close() {},
   };

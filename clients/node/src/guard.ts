@@ -8,7 +8,8 @@ import { emissionInterval, quota, rateLimitHeaders, type HeaderItem } from './he
 import { addressKey, clientAddress, Networks, type TrustedProxies } from './ip.js';
 import { type Limiter } from './limiter.js';
 import { MemoryLimiter } from './memory.js';
-import type { Decision, Rule } from './types.js';
+import { rateRule, type CachedPolicy, type CachedVersion } from './policy.js';
+import type { Decision, PolicyMode, Rule } from './types.js';
 
 /** Request headers as Node gives them (lower-case names). */
 export type Headers = Record<string, string | string[] | undefined>;
@@ -36,7 +37,14 @@ export type KeyFunction = (ctx: RequestContext) => Awaitable<string | number | n
 export interface LimitSpec {
   /** The policy name: in the headers and in the Redis key. */
   name: string;
-  rule: Rule;
+  /** The rule's numbers; or give `policy` instead. */
+  rule?: Rule;
+  /** The name of a policy stored in the server (`RL.POLICY SET`) instead of `rule`: sent as
+   * `POLICY name [COST n]` in the request's RL.ALL (alone: `RL.ALLOW key name`), so the
+   * numbers change without a deploy. The headers take the rule from `RL.POLICY GET`,
+   * cached per limiter (`policyRefreshMs`). Not a CONCURRENCY policy; the policy sets its
+   * own BLOCK (no `blockMs` here). An unknown policy takes the failure path. */
+  policy?: string;
   /** Who is counted (see `keys`). */
   key: KeyFunction;
   /** Units this request spends (default 1). */
@@ -86,6 +94,9 @@ export interface LimitOutcome {
    * `decision`). */
   source: 'redis' | 'fallback' | 'fail-open' | 'fail-closed' | 'cost';
   decision?: Decision;
+  /** A `policy` limit: the policy, and the version that decided (from the rules cached for
+   * the headers; undefined when unknown). */
+  policy?: { name: string; version?: number; mode?: PolicyMode };
   /** The module's reply, when `decision` is this limit's real state rather than the reply: a
    * rule that would have admitted, in an RL.ALL refused by another, answers as if the request
    * were spent (as DRYRUN); nothing was spent, so `decision` has the cost added back to
@@ -137,6 +148,12 @@ export function isUnavailable(err: unknown): boolean {
   return !code || UNAVAILABLE.has(code[1]);
 }
 
+/** `ERR no such policy 'name'`: a limit names a policy the server does not have. */
+export function isUnknownPolicy(err: unknown): boolean {
+  const m = err instanceof Error ? err.message : String(err);
+  return /^ERR no such policy/.test(m);
+}
+
 export interface GuardOptions {
   limiter: Limiter;
   /** Limits of every request. */
@@ -178,6 +195,10 @@ export interface GuardOptions {
   breakerMs?: number;
   /** The clock of the breaker, in ms (default performance.now). For tests. */
   now?: () => number;
+  /** `policy` limits: the rules read with `RL.POLICY GET` for the headers are read again
+   * after this many ms (default 5000), and whenever a reply's limit matches neither the
+   * cached current version nor the candidate. 0: read on every request. */
+  policyRefreshMs?: number;
   /** The in-memory limiter used by `fallback` limits (default: a new one). */
   memory?: MemoryLimiter;
   logger?: { warn(msg: string): void; error(msg: string): void };
@@ -238,6 +259,37 @@ export const keys = {
   },
 };
 
+/** A limit has a rule or a policy (TypeError otherwise). */
+function checkSpec(spec: LimitSpec): void {
+  const hasRule = spec.rule !== undefined && spec.rule !== null;
+  const hasPolicy = typeof spec.policy === 'string' && spec.policy !== '';
+  if (hasRule === hasPolicy) {
+    throw new TypeError(`redis-ratelimit: limit "${spec.name}" needs a rule or a policy (one of them)`);
+  }
+  if (hasPolicy && spec.blockMs !== undefined) {
+    throw new TypeError(`redis-ratelimit: limit "${spec.name}": a policy sets its own BLOCK (RL.POLICY SET ... BLOCK ms), no blockMs`);
+  }
+}
+
+/** The version of a cached policy whose limit is `limit` (the current first). */
+function versionFor(entry: CachedPolicy | undefined, limit: number): CachedVersion | undefined {
+  for (const v of [entry?.current, entry?.candidate]) {
+    const r = rateRule(v?.rule);
+    if (v && r && quota(r) === limit) return v;
+  }
+  return undefined;
+}
+
+/** What the middleware knows of the version of a policy that decided. */
+interface Resolved {
+  /** Its rate rule (for `unspent`), null when unknown. */
+  rule: Rule | null;
+  /** Whether it gets a header item (known, and not in shadow mode). */
+  show: boolean;
+  version?: number;
+  mode?: PolicyMode;
+}
+
 interface Planned {
   spec: LimitSpec;
   key: string;
@@ -286,6 +338,9 @@ export function createGuard(options: GuardOptions): Guard {
   const memory = options.memory ?? new MemoryLimiter();
   const logger = options.logger ?? console;
   const headerOpts = options.headers ?? {};
+  const refreshMs = options.policyRefreshMs ?? 5000;
+  for (const l of options.limits ?? []) checkSpec(l);
+  for (const r of options.routes ?? []) if (r.limits) for (const l of r.limits) checkSpec(l);
 
   const report = (event: DecisionEvent): void => {
     if (!options.onDecision) return;
@@ -311,6 +366,7 @@ export function createGuard(options: GuardOptions): Guard {
     const tagPart = tag ? `{${tag}}:` : '';
     const out: Planned[] = [];
     for (const spec of specs) {
+      checkSpec(spec);
       const id = await spec.key(ctx);
       if (id === null || id === undefined || id === '') continue;
       const cost = typeof spec.cost === 'function' ? await spec.cost(ctx) : (spec.cost ?? 1);
@@ -325,8 +381,33 @@ export function createGuard(options: GuardOptions): Guard {
   let openUntil = -Infinity;
   const circuitOpen = (): boolean => breakerMs > 0 && now() < openUntil;
 
-  type Sent = { ok: true; decisions: { decision: Decision; reply?: Decision }[]; refusedBy?: number }
+  type Sent = { ok: true; decisions: { decision: Decision; reply?: Decision; resolved?: Resolved }[]; refusedBy?: number }
     | { ok: false; error: unknown };
+
+  // Policies: the rules for the headers, read with RL.POLICY GET (from the node of the key
+  // that decided) and cached per limiter; read again when older than policyRefreshMs, or
+  // when the reply's limit is neither the cached current version's nor the candidate's.
+  const rules = limiter.policyRules;
+  async function resolve(p: Planned, d: Decision): Promise<Resolved> {
+    const name = p.spec.policy!;
+    let entry = rules.peek(name);
+    let v: CachedVersion | undefined;
+    try {
+      const t = now();
+      let fresh = false;
+      if (!entry || t - entry.at >= refreshMs || t < entry.at) { entry = await rules.refresh(name, p.key, t, timeoutMs); fresh = true; }
+      v = versionFor(entry, d.limit);
+      if (!v && !fresh) v = versionFor(entry = await rules.refresh(name, p.key, t, timeoutMs), d.limit);
+    } catch (err) {
+      // not read: the decision stands; a cached version may still name the rule
+      v = versionFor(entry, d.limit);
+      logger.warn(`redis-ratelimit: policy "${name}" could not be read for the headers: ${err instanceof Error ? err.message : String(err)}`);
+    }
+    if (!v) return { rule: null, show: false };
+    return { rule: rateRule(v.rule), show: v.mode !== 'shadow', version: v.version, mode: v.mode };
+  }
+  const resolveAll = (group: Planned[], ds: Decision[]): Promise<(Resolved | undefined)[]> =>
+    Promise.all(group.map((p, i) => (p.spec.policy ? resolve(p, ds[i]) : undefined)));
 
   // One command for a group: its decisions in the group's order, or the failure (Redis
   // unavailable, or not asked while the breaker is open). Other errors propagate.
@@ -336,19 +417,33 @@ export function createGuard(options: GuardOptions): Guard {
     try {
       if (group.length === 1) {
         const [p] = group;
-        const d = await limiter.check(p.key, p.spec.rule, { cost: cost(p), blockMs: p.spec.blockMs, timeoutMs });
+        if (p.spec.policy) {
+          const d = await limiter.allow(p.key, p.spec.policy, { cost: cost(p), timeoutMs });
+          return { ok: true, decisions: [{ decision: d, resolved: await resolve(p, d) }] };
+        }
+        const d = await limiter.check(p.key, p.spec.rule!, { cost: cost(p), blockMs: p.spec.blockMs, timeoutMs });
         return { ok: true, decisions: [{ decision: d }] };
       }
-      const r = await limiter.all(group.map((p) => ({ key: p.key, rule: p.spec.rule, cost: cost(p) })), { timeoutMs });
+      const r = await limiter.all(group.map((p) => (p.spec.policy
+        ? { key: p.key, policy: p.spec.policy, cost: cost(p) }
+        : { key: p.key, rule: p.spec.rule!, cost: cost(p) })), { timeoutMs });
+      const resolved = await resolveAll(group, r.decisions);
       return {
         ok: true,
         refusedBy: r.refusedBy,
         // Refused as a whole: nothing was spent anywhere; a rule that would have admitted
         // answered as if it had spent: report its real state.
-        decisions: r.decisions.map((d, i) => (r.allowed || !d.allowed ? { decision: d }
-          : { decision: unspent(d, group[i].spec.rule, group[i].cost), reply: d })),
+        decisions: r.decisions.map((d, i) => {
+          const rl = group[i].spec.policy ? resolved[i]!.rule : group[i].spec.rule!;
+          return r.allowed || !d.allowed ? { decision: d, resolved: resolved[i] }
+            : { decision: rl ? unspent(d, rl, group[i].cost) : { ...d, remaining: Math.min(d.limit, d.remaining + group[i].cost) },
+              reply: d, resolved: resolved[i] };
+        }),
       };
     } catch (err) {
+      // An unknown policy: the limits of this command take their failure path, as when
+      // Redis fails (but Redis is up: the breaker stays closed).
+      if (group.some((p) => p.spec.policy) && isUnknownPolicy(err)) return { ok: false, error: err };
       if (!isUnavailable(err)) throw err;
       openUntil = now() + breakerMs;
       return { ok: false, error: err };
@@ -385,7 +480,9 @@ export function createGuard(options: GuardOptions): Guard {
     // (the module would answer ERR COST must not exceed ...): refused here, before Redis is
     // asked (nothing spent on any limit), by that limit, without Retry-After (waiting does
     // not help) nor RateLimit headers. A shadow limit only reports it and is not sent.
-    const oversized = all.filter((p) => p.cost > quota(p.spec.rule));
+    // (A policy limit's numbers are not known before the reply: it is sent, and the module
+    // answers `ERR COST must not exceed ...`, an error that is not a Redis failure.)
+    const oversized = all.filter((p) => p.spec.rule && p.cost > quota(p.spec.rule));
     const planned = all.filter((p) => !oversized.includes(p));
     const costOutcomes: LimitOutcome[] = oversized.map((p) => ({
       name: p.spec.name, key: p.key, cost: p.cost, shadow: p.shadow, source: 'cost' }));
@@ -394,7 +491,7 @@ export function createGuard(options: GuardOptions): Guard {
       return done(429, 'refused', costOutcomes, {}, {
         type: QUOTA_EXCEEDED, title: QUOTA_TITLE, status: 429,
         'violated-policies': tooCostly.map((p) => p.spec.name),
-        detail: tooCostly.map((p) => `request cost ${p.cost} exceeds limit '${p.spec.name}' (${quota(p.spec.rule)}): it can never be admitted`).join('; '),
+        detail: tooCostly.map((p) => `request cost ${p.cost} exceeds limit '${p.spec.name}' (${quota(p.spec.rule!)}): it can never be admitted`).join('; '),
       }, costOutcomes.some((o) => o.shadow));
     }
     const atomic = options.atomic ?? (!limiter.isCluster || tagged);
@@ -413,20 +510,32 @@ export function createGuard(options: GuardOptions): Guard {
     for (const p of planned) if (p.shadow && p.spec.blockMs !== undefined) groups.push([p]);
 
     const outcomes: LimitOutcome[] = [...costOutcomes];
+    // The rule of each outcome's header item (none: no item).
+    const headerRule = new Map<LimitOutcome, Rule>();
     const collect = (gs: Planned[][], settled: Sent[]): void => {
       gs.forEach((group, gi) => {
         const s = settled[gi];
         if (s.ok && s.refusedBy !== undefined && !group[0].shadow) refusedBy = s.refusedBy;
         group.forEach((p, i) => {
-          const base = { name: p.spec.name, key: p.key, cost: p.cost, shadow: p.shadow };
+          const base: Omit<LimitOutcome, 'source'> = { name: p.spec.name, key: p.key, cost: p.cost, shadow: p.shadow };
+          if (p.spec.policy) base.policy = { name: p.spec.policy };
           if (s.ok) {
-            outcomes.push({ ...base, source: 'redis', ...s.decisions[i] });
+            const { decision, reply, resolved } = s.decisions[i];
+            const o: LimitOutcome = { ...base, source: 'redis', decision, ...(reply ? { reply } : {}) };
+            if (resolved) {
+              o.policy = { name: p.spec.policy!, version: resolved.version, mode: resolved.mode };
+              if (resolved.show && resolved.rule) headerRule.set(o, resolved.rule);
+            } else if (p.spec.rule) headerRule.set(o, p.spec.rule);
+            outcomes.push(o);
             return;
           }
           const err = s.error;
-          if (p.spec.fallback) {
-            const rule = p.spec.fallback === true ? p.spec.rule : p.spec.fallback;
-            outcomes.push({ ...base, source: 'fallback', decision: memory.check(p.key, rule, p.cost), error: err });
+          const fallback = p.spec.fallback === true
+            ? (p.spec.rule ?? rateRule(rules.peek(p.spec.policy!)?.current?.rule)) : p.spec.fallback;
+          if (fallback) {
+            const o: LimitOutcome = { ...base, source: 'fallback', decision: memory.check(p.key, fallback, p.cost), error: err };
+            headerRule.set(o, fallback);
+            outcomes.push(o);
           } else {
             outcomes.push({ ...base, source: p.spec.failOpen === false && !p.shadow ? 'fail-closed' : 'fail-open', error: err });
           }
@@ -455,8 +564,8 @@ export function createGuard(options: GuardOptions): Guard {
     // Headers in the order of the limits' configuration.
     const ordered = all.flatMap((p) => outcomes.filter((o) => o.key === p.key && o.name === p.spec.name));
     const items: HeaderItem[] = ordered
-      .filter((o) => !o.shadow && o.decision)
-      .map((o) => ({ name: o.name, rule: rule(o, planned), decision: o.decision! }));
+      .filter((o) => !o.shadow && o.decision && headerRule.has(o))
+      .map((o) => ({ name: o.name, rule: headerRule.get(o)!, decision: o.decision! }));
     const headers = rateLimitHeaders(items, headerOpts);
 
     // A refusal wins over an unavailable limit (429 with its Retry-After, not 503).
@@ -477,11 +586,6 @@ export function createGuard(options: GuardOptions): Guard {
       }, shadowRefused);
     }
     return done(200, 'allowed', ordered, headers, undefined, shadowRefused);
-  }
-
-  function rule(o: LimitOutcome, planned: Planned[]): Rule {
-    const p = planned.find((x) => x.key === o.key && x.spec.name === o.name)!;
-    return o.source === 'fallback' && p.spec.fallback && p.spec.fallback !== true ? p.spec.fallback : p.spec.rule;
   }
 
   return { check, options };

@@ -1,14 +1,19 @@
 export * from './types.js';
-export { createLimiter, Limiter, TimeoutError, isUnsupportedOption, parseDecision, parseInfo, ruleArgs, optionArgs } from './limiter.js';
+export { createLimiter, Limiter, TimeoutError, isUnsupportedOption, parseDecision, parseInfo, parsePolicyDecision, ruleArgs, optionArgs } from './limiter.js';
+export {
+  ClusterPolicies, Policies, PolicyRuleCache, parsePolicyHistory, parsePolicyInfo, parsePolicyList,
+  parsePolicyRule, parsePolicyStats, policyRuleArgs,
+} from './policy.js';
+export type { CachedPolicy, CachedVersion, PolicySetOptions } from './policy.js';
 export type { LimiterOptions } from './limiter.js';
-export type { Adapter, ClientKind, CustomClient } from './adapter.js';
+export type { Adapter, ClientKind, CustomClient, PrimaryNode } from './adapter.js';
 export { rateLimitHeaders, emissionInterval, nextQuotaMs, resetParameter, windowSeconds, quota, sfString, tightest } from './headers.js';
 export type { HeaderItem, HeaderOptions } from './headers.js';
 export { addressKey, clientAddress, formatAddress, parseAddress, Networks } from './ip.js';
 export type { Address, TrustedProxies } from './ip.js';
 export { MemoryLimiter } from './memory.js';
 export type { MemoryLimiterOptions } from './memory.js';
-export { CircuitOpenError, UNAVAILABLE_REPLIES, createGuard, isUnavailable, keys } from './guard.js';
+export { CircuitOpenError, UNAVAILABLE_REPLIES, createGuard, isUnavailable, isUnknownPolicy, keys } from './guard.js';
 export type {
   DecisionEvent, Guard, GuardOptions, GuardResult, KeyFunction, LimitOutcome, LimitSpec, Matcher,
   RequestContext, RouteLimits, RouteOverride,

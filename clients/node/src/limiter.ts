@@ -5,8 +5,9 @@
 //   if (!d.allowed) wait(d.retryAfterMs);
 
 import { createAdapter, type Adapter, type ClientKind } from './adapter.js';
+import { ClusterPolicies, Policies, PolicyRuleCache } from './policy.js';
 import type {
-  AllDecision, AllEntry, Decision, FixedRule, GcraRule, Info, Int, LogRule, QueueRule,
+  AllDecision, AllEntry, AllowOptions, Decision, FixedRule, GcraRule, Info, Int, LogRule, QueueRule,
   RateOptions, Rule, SlidingRule, ThrottleReply, TokenBucketRule,
 } from './types.js';
 
@@ -120,6 +121,24 @@ export function parseDecision(reply: unknown, what: string, extra: { queue?: boo
   return d;
 }
 
+const isInteger = (v: unknown): boolean => typeof v === 'number' || typeof v === 'bigint'
+  || ((typeof v === 'string' || Buffer.isBuffer(v)) && /^-?\d+$/.test(v.toString()));
+
+/** A reply whose algorithm the caller does not know (a policy's: `RL.ALLOW`, `POLICY` in
+ * `RL.ALL`): the five fields, then `granted` last with `partial`, and before it an integer
+ * (QUEUE's `delay_ms`) or a string / nil (CONCURRENCY's lease token). */
+export function parsePolicyDecision(reply: unknown, what: string, partial = false): Decision {
+  const r = expectArray(reply, what, 5);
+  const d = parseDecision(r, what);
+  let extra = r.slice(5);
+  if (partial && extra.length) { d.granted = num(extra[extra.length - 1]); extra = extra.slice(0, -1); }
+  if (extra.length) {
+    if (isInteger(extra[0])) d.delayMs = num(extra[0]);
+    else d.token = str(extra[0]);
+  }
+  return d;
+}
+
 const BIG_FIELD = /_(ns|us)$/;
 
 /** RL.INFO's pairs (an array, a Map or an object: RESP2 or RESP3) into an Info. */
@@ -148,7 +167,8 @@ export function parseInfo(reply: unknown): Info | null {
   return out as Info;
 }
 
-function withTimeout<T>(p: Promise<T>, ms: number | undefined): Promise<T> {
+/** @internal */
+export function withTimeout<T>(p: Promise<T>, ms: number | undefined): Promise<T> {
   if (!ms || ms <= 0 || !Number.isFinite(ms)) return p;
   return new Promise<T>((resolve, reject) => {
     const timer = setTimeout(() => reject(new TimeoutError(ms)), ms);
@@ -259,6 +279,16 @@ export class Limiter {
     if (!entries.length) throw new TypeError('redis-ratelimit: all() needs at least one entry');
     const keys = entries.map((e) => this.prefix + e.key);
     const rules = entries.flatMap((e) => {
+      if ('policy' in e && e.policy !== undefined) {
+        if ('rule' in e && (e as { rule?: unknown }).rule !== undefined) {
+          throw new TypeError('redis-ratelimit: an all() entry has a rule or a policy, not both');
+        }
+        const a = ['POLICY', String(e.policy)];
+        if (e.cost !== undefined) a.push('COST', int('cost', e.cost));
+        if (e.reserve !== undefined) a.push('RESERVE', int('reserve', e.reserve));
+        return a;
+      }
+      if (!('rule' in e)) throw new TypeError('redis-ratelimit: an all() entry needs a rule or a policy');
       checkRule(e.rule);
       const a = [e.rule.algorithm.toUpperCase(), ...ruleArgs(e.rule)];
       if (e.cost !== undefined) a.push('COST', int('cost', e.cost));
@@ -272,8 +302,52 @@ export class Limiter {
     return {
       allowed: num(r[0]) === 1,
       refusedBy: num(r[1]),
-      decisions: entries.map((e, i) => parseDecision(r[2 + i], 'RL.ALL', { queue: e.rule.algorithm === 'queue' })),
+      decisions: entries.map((e, i) => ('rule' in e && e.rule
+        ? parseDecision(r[2 + i], 'RL.ALL', { queue: e.rule.algorithm === 'queue' })
+        : parsePolicyDecision(r[2 + i], 'RL.ALL'))),
     };
+  }
+
+  /** `RL.ALLOW key policy [options]`: the version of the stored policy that applies to `key`
+   * decides. The decision is that algorithm's (`delayMs` for QUEUE, `token` for CONCURRENCY,
+   * `granted` with `partial`). An unknown policy: `ERR no such policy 'name'`. */
+  async allow(key: string, policy: string, o: AllowOptions = {}): Promise<Decision> {
+    const k = this.prefix + key;
+    const args = ['RL.ALLOW', k, policy];
+    if (o.refund !== undefined) {
+      if (o.cost !== undefined) throw new TypeError('redis-ratelimit: refund replaces cost; give one of them');
+      args.push('REFUND', int('refund', o.refund));
+    }
+    if (o.cost !== undefined) args.push('COST', int('cost', o.cost));
+    if (o.dryrun) args.push('DRYRUN');
+    if (o.partial) args.push('PARTIAL');
+    if (o.reserve !== undefined) args.push('RESERVE', int('reserve', o.reserve));
+    const reply = await this.command(args, k, { timeoutMs: o.timeoutMs });
+    return parsePolicyDecision(reply, 'RL.ALLOW', !!o.partial);
+  }
+
+  private policiesCache?: Policies;
+  private clusterPoliciesCache?: ClusterPolicies;
+  private ruleCache?: PolicyRuleCache;
+
+  /** `RL.POLICY` on a single server (plain replies). On a cluster client, use
+   * `clusterPolicies` (policies are per node: every primary needs them). */
+  get policies(): Policies {
+    if (this.adapter.cluster) {
+      throw new TypeError('redis-ratelimit: policies are per node: on a cluster use limiter.clusterPolicies (every primary)');
+    }
+    return (this.policiesCache ??= new Policies(this));
+  }
+
+  /** `RL.POLICY` on every primary: writes return each node's answer, `get` / `list` report
+   * drift between the primaries. (On a single server: one primary.) */
+  get clusterPolicies(): ClusterPolicies {
+    return (this.clusterPoliciesCache ??= new ClusterPolicies(this));
+  }
+
+  /** The policies' rules as the middleware caches them (per limiter). */
+  get policyRules(): PolicyRuleCache {
+    return (this.ruleCache ??= new PolicyRuleCache(this));
   }
 
   /** RL.INFO: null if the key does not exist. Read so that integers beyond 2^53 stay exact

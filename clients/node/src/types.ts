@@ -56,6 +56,105 @@ export interface QueueRule {
 /** A rate rule: one of the six rate commands with its numbers (also an `RL.ALL` rule). */
 export type Rule = GcraRule | TokenBucketRule | SlidingRule | FixedRule | LogRule | QueueRule;
 
+/** `CONCURRENCY limit lease_ms`: a policy's rule for leases (`RL.ACQUIRE`'s numbers). */
+export interface ConcurrencyRule {
+  algorithm: 'concurrency';
+  limit: Int;
+  leaseMs: Int;
+}
+
+/** A policy's rule (`RL.POLICY SET name <rule>`): a rate rule or CONCURRENCY, with the
+ * policy's `BLOCK ms` (not CONCURRENCY). `stagger` of SLIDING and FIXED is the rule's. */
+export type PolicyRule = (Rule | ConcurrencyRule) & { blockMs?: Int };
+
+/** A policy version's mode: enforced, or in shadow (decides and spends, never refuses). */
+export type PolicyMode = 'enforce' | 'shadow';
+
+/** `RL.POLICY GET`: the current version and the candidate (if any). Rules are the module's
+ * text, e.g. `"GCRA 20 20 60000"` (`parsePolicyRule` reads one). */
+export interface PolicyInfo {
+  name: string;
+  version: number;
+  rule: string;
+  mode: PolicyMode;
+  /** 16 hex digits over the current version (number, rule, mode) and the candidate with its
+   * share: nodes with the same digest hold the same policy. */
+  digest: string;
+  /** 0 when there is no candidate. */
+  candidateVersion: number;
+  /** null when there is no candidate. */
+  candidateRule: string | null;
+  candidateMode: PolicyMode | null;
+  /** The candidate's share of keys, 1 to 99 (0 without a candidate). */
+  rollout: number;
+}
+
+/** One entry of `RL.POLICY LIST`. */
+export interface PolicySummary {
+  name: string;
+  version: number;
+  digest: string;
+  mode: PolicyMode;
+  candidateVersion: number;
+  rollout: number;
+}
+
+/** One entry of `RL.POLICY HISTORY` (the candidate first, then newest first). */
+export interface PolicyVersion {
+  version: number;
+  rule: string;
+  mode: PolicyMode;
+  /** When it was set, on the module's clock (ms). */
+  setMs: number;
+  status: 'candidate' | 'current' | 'previous';
+}
+
+/** `RL.POLICY STATS` (the node's own, since the last reset). */
+export interface PolicyStats {
+  requests: number;
+  admitted: number;
+  refused: number;
+  shadowRefusals: number;
+  unitsSpent: number;
+  /** Up to 10 `[key, count]`, most refused first (a Space-Saving sketch: a count is at most
+   * `topErrorBound` above the true one). */
+  topRefused: [string, number][];
+  topErrorBound: number;
+}
+
+/** Options of `RL.ALLOW` (the policy sets STAGGER and BLOCK). */
+export interface AllowOptions {
+  /** `COST n` (default 1; 0 peeks). */
+  cost?: Int;
+  /** `REFUND n` instead of cost. */
+  refund?: Int;
+  /** `PARTIAL`: take up to `cost`; the decision's `granted` says how many. */
+  partial?: boolean;
+  /** `RESERVE r`. */
+  reserve?: Int;
+  /** `DRYRUN`. */
+  dryrun?: boolean;
+  timeoutMs?: number;
+}
+
+/** Each primary's answer to an `RL.POLICY` command sent to every primary of a cluster. */
+export interface NodeAnswers<T> {
+  /** `"host:port"` -> its reply, or the Error it answered. */
+  nodes: Record<string, T | Error>;
+  /** Every primary answered without an error. */
+  ok: boolean;
+  /** The reply when every primary gave the same one (e.g. the same version), else undefined. */
+  reply: T | undefined;
+}
+
+/** A policy over the primaries of a cluster. `drift`: its (version, digest) differs between
+ * primaries, or some do not have it; `nodes` holds each primary's value (null: missing). */
+export interface ClusterPolicy<T> {
+  name: string;
+  drift: boolean;
+  nodes: Record<string, T | null>;
+}
+
 /** Options of every rate command. */
 export interface RateOptions {
   /** `COST n`: units this request spends (default 1). `0` is a peek (needs the module's
@@ -108,8 +207,8 @@ export interface ThrottleReply {
   resetAfterS: number;
 }
 
-/** One entry of `RL.ALL`. */
-export interface AllEntry {
+/** One entry of `RL.ALL` with its rule's numbers. */
+export interface AllRuleEntry {
   key: string;
   rule: Rule;
   /** `COST n` for this rule (0 = peek, with the module's "beyond yes or no" options). */
@@ -117,6 +216,18 @@ export interface AllEntry {
   /** `RESERVE r` for this rule. */
   reserve?: Int;
 }
+
+/** One entry of `RL.ALL` naming a policy stored in the server (`POLICY name [COST n]
+ * [RESERVE r]`; not a CONCURRENCY policy). */
+export interface AllPolicyEntry {
+  key: string;
+  policy: string;
+  cost?: Int;
+  reserve?: Int;
+}
+
+/** One entry of `RL.ALL`: a rule, or a policy by name. */
+export type AllEntry = AllRuleEntry | AllPolicyEntry;
 
 /** `RL.ALL`'s reply. */
 export interface AllDecision {

@@ -72,3 +72,60 @@ for (const [name, make] of Object.entries(clients)) {
     }
   });
 }
+
+// Policies are per node: the package sets them on every primary and reports drift.
+for (const [name, make] of Object.entries(clients)) {
+  test(`${name}: policies on every primary, drift when one node differs`, async () => {
+    const { c, close } = await make();
+    const limiter = createLimiter(c);
+    const pol = `pol-${name.replace(/\W+/g, '-')}`;
+    try {
+      assert.throws(() => limiter.policies, /clusterPolicies/);
+      const admin = limiter.clusterPolicies;
+      const nodes = (await admin.nodes()).sort();
+      assert.deepEqual(nodes, cluster.ports.map((p) => `127.0.0.1:${p}`).sort());
+      const set = await admin.set(pol, { algorithm: 'gcra', burst: 5, count: 1, periodMs: 20000 });
+      assert.deepEqual(set, { ok: true, reply: 1, nodes: Object.fromEntries(nodes.map((n) => [n, 1])) });
+      let [entry] = (await admin.list()).filter((e) => e.name === pol);
+      assert.equal(entry.drift, false);
+      assert.deepEqual(Object.keys(entry.nodes).sort(), nodes);
+      const digests = new Set(Object.values(entry.nodes).map((e) => e.digest));
+      assert.equal(digests.size, 1);
+      assert.match([...digests][0], /^[0-9a-f]{16}$/);
+      // every node has it: RL.ALLOW and RL.ALL route by key, wherever the slot is
+      for (const k of keysAll) assert.equal((await limiter.allow(`${name}:pol:${k}`, pol)).remaining, 4);
+      const all = await limiter.all([{ key: `{t}:${name}:a`, policy: pol }, { key: `{t}:${name}:b`, policy: pol, cost: 2 }]);
+      assert.deepEqual(all.decisions.map((d) => d.remaining), [4, 3]);
+
+      // one node changed directly: drift, with each node's values
+      const odd = cluster.ports[1];
+      assert.equal(cli(odd, 'RL.POLICY', 'SET', pol, 'GCRA', '9', '1', '20000').trim(), '2');
+      [entry] = (await admin.list()).filter((e) => e.name === pol);
+      assert.equal(entry.drift, true);
+      assert.equal(entry.nodes[`127.0.0.1:${odd}`].version, 2);
+      assert.equal(new Set(Object.values(entry.nodes).map((e) => e.digest)).size, 2);
+      for (const p of cluster.ports.filter((x) => x !== odd)) assert.equal(entry.nodes[`127.0.0.1:${p}`].version, 1);
+      const got = await admin.get(pol);
+      assert.equal(got.drift, true);
+      assert.equal(got.nodes[`127.0.0.1:${odd}`].rule, 'GCRA 9 1 20000');
+      // missing on one node: drift too
+      cli(odd, 'RL.POLICY', 'DEL', pol);
+      const again = await admin.set(pol, 'GCRA 5 1 20000');
+      assert.equal(again.reply, undefined); // versions differ: 1 on the odd node, 2 elsewhere
+      assert.equal(again.nodes[`127.0.0.1:${odd}`], 1);
+      cli(odd, 'RL.POLICY', 'DEL', pol);
+      [entry] = (await admin.list(`${pol}*`));
+      assert.equal(entry.drift, true);
+      assert.equal(entry.nodes[`127.0.0.1:${odd}`], null);
+      const stats = await admin.stats(pol);
+      assert.equal(stats.ok, false);
+      assert.match(stats.nodes[`127.0.0.1:${odd}`].message, /no such policy/);
+      const del = await admin.delete(pol);
+      assert.deepEqual(Object.values(del.nodes).sort(), [false, true, true]);
+      assert.equal(await admin.get(pol), null);
+    } finally {
+      await limiter.close();
+      await close();
+    }
+  });
+}

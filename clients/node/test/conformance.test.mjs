@@ -64,10 +64,11 @@ function toCost(c) {
 }
 
 export function toLimit(l) {
-  const out = { name: l.name, rule: toRule(l.rule), key: toKey(l.key) };
+  const out = { name: l.name, key: toKey(l.key) };
+  if (l.policy !== undefined) out.policy = l.policy; else out.rule = toRule(l.rule);
   if (l.cost !== undefined) out.cost = toCost(l.cost);
   if (l.shadow !== undefined) out.shadow = l.shadow;
-  if (l.block_ms !== undefined) out.blockMs = l.block_ms;
+  if (l.block_ms !== undefined && l.policy === undefined) out.blockMs = l.block_ms; // a policy has its own BLOCK
   if (l.fail_open !== undefined) out.failOpen = l.fail_open;
   return out;
 }
@@ -150,6 +151,27 @@ function rateOptions(opts = {}) {
   return o;
 }
 
+/** Runs fn; with `expect.error`, it must fail with an error whose message contains that text
+ * (else its error fails the step). Returns fn's value, or undefined after an expected error. */
+async function expecting(e, what, fn) {
+  let value;
+  try {
+    value = await fn();
+  } catch (err) {
+    if (e?.error === undefined) throw err;
+    assert.ok(err.message.includes(e.error), `${what}: error ${JSON.stringify(err.message)} does not contain ${JSON.stringify(e.error)}`);
+    return { failed: true };
+  }
+  assert.equal(e?.error, undefined, `${what}: expected an error containing ${JSON.stringify(e?.error)}, got ${JSON.stringify(value)}`);
+  return { value };
+}
+
+async function checkKeys(e, what) {
+  for (const [key, exists] of Object.entries(e?.keys ?? {})) {
+    assert.equal(await adm.exists(key), exists ? 1 : 0, `${what}: key ${key} ${exists ? 'exists' : 'absent'}`);
+  }
+}
+
 async function runStep(step, base, where) {
   if (step.advance_ms !== undefined) {
     await adm.call('RL.CLOCK', 'ADVANCE', String(step.advance_ms));
@@ -187,22 +209,47 @@ async function runStep(step, base, where) {
     }
     return;
   }
+  if (step.api === undefined && Array.isArray(step.policy)) {
+    // an operator's RL.POLICY <args> through the runner's own connection; an integer reply
+    // (SET, ROLLOUT, ROLLBACK, DEL) is compared, other replies are not
+    const e = step.expect ?? {};
+    const what = `${where}: RL.POLICY ${step.policy.join(' ')}`;
+    const r = await expecting(e, what, () => adm.call('RL.POLICY', ...step.policy.map(String)));
+    if (!r.failed && typeof e.reply === 'number') assert.equal(r.value, e.reply, what);
+    await checkKeys(e, what);
+    return;
+  }
+  if (step.api === 'allow') {
+    // the first five fields of the reply
+    const e = step.expect ?? {};
+    const what = `${where}: api allow ${step.key} ${step.policy}`;
+    const r = await expecting(e, what, () => limiter.allow(step.key, step.policy, rateOptions(step.opts)));
+    if (!r.failed && e.reply !== undefined) assert.deepEqual(asArray(r.value).slice(0, 5), e.reply, what);
+    await checkKeys(e, what);
+    return;
+  }
   if (step.api === 'all') {
-    const r = await limiter.all(step.rules.map((x) => ({
-      key: x.key, rule: toRule(x.rule),
+    const e = step.expect ?? {};
+    const what = `${where}: api all`;
+    const r = await expecting(e, what, () => limiter.all(step.rules.map((x) => ({
+      key: x.key, ...(x.policy !== undefined ? { policy: x.policy } : { rule: toRule(x.rule) }),
       ...(x.cost !== undefined ? { cost: x.cost } : {}),
       ...(x.reserve !== undefined ? { reserve: x.reserve } : {}),
-    })), { dryrun: !!step.dryrun });
-    const e = step.expect;
-    const got = { allowed: r.allowed, refused_by: r.refusedBy, decisions: r.decisions.map(asArray) };
-    const want = {};
-    for (const k of Object.keys(e)) want[k] = e[k];
-    assert.deepEqual(Object.fromEntries(Object.keys(e).map((k) => [k, got[k]])), want, `${where}: api all`);
+    })), { dryrun: !!step.dryrun }));
+    if (!r.failed) {
+      const got = { allowed: r.value.allowed, refused_by: r.value.refusedBy, decisions: r.value.decisions.map(asArray) };
+      const want = Object.fromEntries(Object.entries(e).filter(([k]) => k in got));
+      assert.deepEqual(Object.fromEntries(Object.keys(want).map((k) => [k, got[k]])), want, what);
+    }
+    await checkKeys(e, what);
     return;
   }
   if (step.api === 'rate') {
-    const d = await limiter.check(step.key, toRule(step.rule), rateOptions(step.opts));
-    assert.deepEqual(asArray(d), step.expect.reply, `${where}: api rate ${step.key}`);
+    const e = step.expect ?? {};
+    const what = `${where}: api rate ${step.key}`;
+    const r = await expecting(e, what, () => limiter.check(step.key, toRule(step.rule), rateOptions(step.opts)));
+    if (!r.failed && e.reply !== undefined) assert.deepEqual(asArray(r.value), e.reply, what);
+    await checkKeys(e, what);
     return;
   }
   throw new Error(`conformance: unknown step ${JSON.stringify(step)}`);
@@ -211,6 +258,14 @@ async function runStep(step, base, where) {
 async function runCase(c, framework) {
   await adm.flushdb();
   await adm.call('RL.CLOCK', 'SET', String(c.clock_ms));
+  // FLUSHDB keeps policies: delete every one, then set the case's (RL.POLICY SET args)
+  for (const entry of await adm.call('RL.POLICY', 'LIST')) {
+    const f = Object.fromEntries(Array.from({ length: entry.length / 2 }, (_, i) => [String(entry[2 * i]), entry[2 * i + 1]]));
+    await adm.call('RL.POLICY', 'DEL', String(f.name));
+  }
+  for (const args of c.policies ?? []) await adm.call('RL.POLICY', 'SET', ...args.map(String));
+  // a new process per case: no policy rule cached from another case
+  limiter.policyRules.clear();
   const base = await listen(() => FRAMEWORKS[framework](toOptions(c.config ?? {}), c.mount ?? ''));
   try {
     for (const [i, step] of (c.steps ?? []).entries()) await runStep(step, base, `${c.name} [${framework}] step ${i + 1}`);

@@ -5,6 +5,15 @@
 export interface CustomClient {
     send(args: string[], key: string | undefined): Promise<unknown>;
     cluster?: boolean;
+    /** A cluster's primaries, for the commands every primary needs (`RL.POLICY`). Without it a
+     * custom client is one node. */
+    primaries?(): Promise<PrimaryNode[]> | PrimaryNode[];
+}
+/** One primary of the server or cluster: its name (`"host:port"`) and a way to send it a
+ * command. */
+export interface PrimaryNode {
+    name: string;
+    send(args: string[]): Promise<unknown>;
 }
 export type ClientKind = 'ioredis' | 'ioredis-cluster' | 'node-redis' | 'node-redis-cluster' | 'custom';
 export interface Adapter {
@@ -18,6 +27,9 @@ export interface Adapter {
         exact?: boolean;
         readonly?: boolean;
     }): Promise<unknown>;
+    /** Every primary (one on a single server), for the commands that have no key and must
+     * reach each of them (`RL.POLICY`: policies are per node). */
+    primaries(): Promise<PrimaryNode[]>;
     /** Closes what the adapter itself opened (never the application's client). */
     close(): Promise<void>;
 }

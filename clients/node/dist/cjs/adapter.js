@@ -20,6 +20,7 @@ exports.createAdapter = createAdapter;
 const isFn = (v) => typeof v === 'function';
 /** node-redis's RESP type code of integers (':'), mapped to String for exact replies. */
 const RESP_NUMBER = 58;
+const address = (host, port) => `${String(host ?? '127.0.0.1')}:${String(port ?? 6379)}`;
 function isCustomClient(c) {
     return !!c && isFn(c.send) && !isFn(c.sendCommand);
 }
@@ -38,6 +39,11 @@ function createAdapter(client) {
             cluster: !!c.cluster,
             exactIntegers: true,
             send: (args, key) => c.send(args, key),
+            async primaries() {
+                if (isFn(c.primaries))
+                    return c.primaries();
+                return [{ name: 'server', send: (args) => c.send(args, undefined) }];
+            },
             close: async () => { },
         };
     }
@@ -84,6 +90,12 @@ function ioredisAdapter(client) {
             }
             return target.call(name, ...rest);
         },
+        async primaries() {
+            if (!cluster)
+                return [{ name: address(client.options?.host, client.options?.port), send: (args) => client.call(...args) }];
+            const nodes = client.nodes('master');
+            return nodes.map((n) => ({ name: address(n.options?.host, n.options?.port), send: (args) => n.call(...args) }));
+        },
         async close() {
             if (ownExact) {
                 const c = ownExact;
@@ -108,6 +120,19 @@ function nodeRedisAdapter(client) {
             if (cluster)
                 return client.sendCommand(key, !!opts?.readonly, args, options);
             return options ? client.sendCommand(args, options) : client.sendCommand(args);
+        },
+        async primaries() {
+            if (!cluster) {
+                const o = client.options ?? {};
+                const name = o.socket?.host !== undefined || o.socket?.port !== undefined
+                    ? address(o.socket?.host, o.socket?.port) : (o.url ? String(o.url).replace(/^rediss?:\/\/(?:[^@/]*@)?/, '').replace(/\/.*$/, '') : 'server');
+                return [{ name, send: (args) => client.sendCommand(args) }];
+            }
+            const masters = client.masters ?? client.getMasters();
+            return Promise.all(masters.map(async (m) => {
+                const node = await client.nodeClient(m);
+                return { name: m.address ?? address(m.host, m.port), send: (args) => node.sendCommand(args) };
+            }));
         },
         async close() { },
     };

@@ -1,6 +1,6 @@
 import { type Limiter } from './limiter.js';
 import { MemoryLimiter } from './memory.js';
-import type { Decision, Rule } from './types.js';
+import type { Decision, PolicyMode, Rule } from './types.js';
 /** Request headers as Node gives them (lower-case names). */
 export type Headers = Record<string, string | string[] | undefined>;
 /** What a key function sees of a request. */
@@ -23,7 +23,14 @@ export type KeyFunction = (ctx: RequestContext) => Awaitable<string | number | n
 export interface LimitSpec {
     /** The policy name: in the headers and in the Redis key. */
     name: string;
-    rule: Rule;
+    /** The rule's numbers; or give `policy` instead. */
+    rule?: Rule;
+    /** The name of a policy stored in the server (`RL.POLICY SET`) instead of `rule`: sent as
+     * `POLICY name [COST n]` in the request's RL.ALL (alone: `RL.ALLOW key name`), so the
+     * numbers change without a deploy. The headers take the rule from `RL.POLICY GET`,
+     * cached per limiter (`policyRefreshMs`). Not a CONCURRENCY policy; the policy sets its
+     * own BLOCK (no `blockMs` here). An unknown policy takes the failure path. */
+    policy?: string;
     /** Who is counted (see `keys`). */
     key: KeyFunction;
     /** Units this request spends (default 1). */
@@ -70,6 +77,13 @@ export interface LimitOutcome {
      * `decision`). */
     source: 'redis' | 'fallback' | 'fail-open' | 'fail-closed' | 'cost';
     decision?: Decision;
+    /** A `policy` limit: the policy, and the version that decided (from the rules cached for
+     * the headers; undefined when unknown). */
+    policy?: {
+        name: string;
+        version?: number;
+        mode?: PolicyMode;
+    };
     /** The module's reply, when `decision` is this limit's real state rather than the reply: a
      * rule that would have admitted, in an RL.ALL refused by another, answers as if the request
      * were spent (as DRYRUN); nothing was spent, so `decision` has the cost added back to
@@ -108,6 +122,8 @@ export declare const UNAVAILABLE_REPLIES: readonly string[];
  * `WRONGPASS`, `NOPERM`, ...: a bug, not an outage) and an invalid argument propagate (the
  * framework answers 500). */
 export declare function isUnavailable(err: unknown): boolean;
+/** `ERR no such policy 'name'`: a limit names a policy the server does not have. */
+export declare function isUnknownPolicy(err: unknown): boolean;
 export interface GuardOptions {
     limiter: Limiter;
     /** Limits of every request. */
@@ -152,6 +168,10 @@ export interface GuardOptions {
     breakerMs?: number;
     /** The clock of the breaker, in ms (default performance.now). For tests. */
     now?: () => number;
+    /** `policy` limits: the rules read with `RL.POLICY GET` for the headers are read again
+     * after this many ms (default 5000), and whenever a reply's limit matches neither the
+     * cached current version nor the candidate. 0: read on every request. */
+    policyRefreshMs?: number;
     /** The in-memory limiter used by `fallback` limits (default: a new one). */
     memory?: MemoryLimiter;
     logger?: {

@@ -6,11 +6,13 @@
 Object.defineProperty(exports, "__esModule", { value: true });
 exports.keys = exports.UNAVAILABLE_REPLIES = exports.CircuitOpenError = void 0;
 exports.isUnavailable = isUnavailable;
+exports.isUnknownPolicy = isUnknownPolicy;
 exports.createGuard = createGuard;
 const node_crypto_1 = require("node:crypto");
 const headers_js_1 = require("./headers.js");
 const ip_js_1 = require("./ip.js");
 const memory_js_1 = require("./memory.js");
+const policy_js_1 = require("./policy.js");
 /** Redis failed less than `breakerMs` ago: the limit took its failure path without asking. */
 class CircuitOpenError extends Error {
     name = 'CircuitOpenError';
@@ -37,6 +39,11 @@ function isUnavailable(err) {
         return true;
     const code = /^([A-Z][A-Z_]+)(?: |$)/.exec(m);
     return !code || UNAVAILABLE.has(code[1]);
+}
+/** `ERR no such policy 'name'`: a limit names a policy the server does not have. */
+function isUnknownPolicy(err) {
+    const m = err instanceof Error ? err.message : String(err);
+    return /^ERR no such policy/.test(m);
 }
 const QUOTA_EXCEEDED = 'https://iana.org/assignments/http-problem-types#quota-exceeded';
 const QUOTA_TITLE = 'Request cannot be satisfied as assigned quota has been exceeded';
@@ -79,6 +86,26 @@ exports.keys = {
         return (0, node_crypto_1.createHash)('sha256').update(v).digest('base64url').slice(0, 22);
     },
 };
+/** A limit has a rule or a policy (TypeError otherwise). */
+function checkSpec(spec) {
+    const hasRule = spec.rule !== undefined && spec.rule !== null;
+    const hasPolicy = typeof spec.policy === 'string' && spec.policy !== '';
+    if (hasRule === hasPolicy) {
+        throw new TypeError(`redis-ratelimit: limit "${spec.name}" needs a rule or a policy (one of them)`);
+    }
+    if (hasPolicy && spec.blockMs !== undefined) {
+        throw new TypeError(`redis-ratelimit: limit "${spec.name}": a policy sets its own BLOCK (RL.POLICY SET ... BLOCK ms), no blockMs`);
+    }
+}
+/** The version of a cached policy whose limit is `limit` (the current first). */
+function versionFor(entry, limit) {
+    for (const v of [entry?.current, entry?.candidate]) {
+        const r = (0, policy_js_1.rateRule)(v?.rule);
+        if (v && r && (0, headers_js_1.quota)(r) === limit)
+            return v;
+    }
+    return undefined;
+}
 /** `list` with `extra` added (decision 2): a global limit with the name of one in `extra`
  * is dropped (the route's takes its place), then `extra` follows the remaining ones. */
 function addLimits(list, extra) {
@@ -113,6 +140,13 @@ function createGuard(options) {
     const memory = options.memory ?? new memory_js_1.MemoryLimiter();
     const logger = options.logger ?? console;
     const headerOpts = options.headers ?? {};
+    const refreshMs = options.policyRefreshMs ?? 5000;
+    for (const l of options.limits ?? [])
+        checkSpec(l);
+    for (const r of options.routes ?? [])
+        if (r.limits)
+            for (const l of r.limits)
+                checkSpec(l);
     const report = (event) => {
         if (!options.onDecision)
             return;
@@ -146,6 +180,7 @@ function createGuard(options) {
         const tagPart = tag ? `{${tag}}:` : '';
         const out = [];
         for (const spec of specs) {
+            checkSpec(spec);
             const id = await spec.key(ctx);
             if (id === null || id === undefined || id === '')
                 continue;
@@ -159,6 +194,35 @@ function createGuard(options) {
     const now = options.now ?? (() => performance.now());
     let openUntil = -Infinity;
     const circuitOpen = () => breakerMs > 0 && now() < openUntil;
+    // Policies: the rules for the headers, read with RL.POLICY GET (from the node of the key
+    // that decided) and cached per limiter; read again when older than policyRefreshMs, or
+    // when the reply's limit is neither the cached current version's nor the candidate's.
+    const rules = limiter.policyRules;
+    async function resolve(p, d) {
+        const name = p.spec.policy;
+        let entry = rules.peek(name);
+        let v;
+        try {
+            const t = now();
+            let fresh = false;
+            if (!entry || t - entry.at >= refreshMs || t < entry.at) {
+                entry = await rules.refresh(name, p.key, t, timeoutMs);
+                fresh = true;
+            }
+            v = versionFor(entry, d.limit);
+            if (!v && !fresh)
+                v = versionFor(entry = await rules.refresh(name, p.key, t, timeoutMs), d.limit);
+        }
+        catch (err) {
+            // not read: the decision stands; a cached version may still name the rule
+            v = versionFor(entry, d.limit);
+            logger.warn(`redis-ratelimit: policy "${name}" could not be read for the headers: ${err instanceof Error ? err.message : String(err)}`);
+        }
+        if (!v)
+            return { rule: null, show: false };
+        return { rule: (0, policy_js_1.rateRule)(v.rule), show: v.mode !== 'shadow', version: v.version, mode: v.mode };
+    }
+    const resolveAll = (group, ds) => Promise.all(group.map((p, i) => (p.spec.policy ? resolve(p, ds[i]) : undefined)));
     // One command for a group: its decisions in the group's order, or the failure (Redis
     // unavailable, or not asked while the breaker is open). Other errors propagate.
     async function send(group) {
@@ -168,20 +232,35 @@ function createGuard(options) {
         try {
             if (group.length === 1) {
                 const [p] = group;
+                if (p.spec.policy) {
+                    const d = await limiter.allow(p.key, p.spec.policy, { cost: cost(p), timeoutMs });
+                    return { ok: true, decisions: [{ decision: d, resolved: await resolve(p, d) }] };
+                }
                 const d = await limiter.check(p.key, p.spec.rule, { cost: cost(p), blockMs: p.spec.blockMs, timeoutMs });
                 return { ok: true, decisions: [{ decision: d }] };
             }
-            const r = await limiter.all(group.map((p) => ({ key: p.key, rule: p.spec.rule, cost: cost(p) })), { timeoutMs });
+            const r = await limiter.all(group.map((p) => (p.spec.policy
+                ? { key: p.key, policy: p.spec.policy, cost: cost(p) }
+                : { key: p.key, rule: p.spec.rule, cost: cost(p) })), { timeoutMs });
+            const resolved = await resolveAll(group, r.decisions);
             return {
                 ok: true,
                 refusedBy: r.refusedBy,
                 // Refused as a whole: nothing was spent anywhere; a rule that would have admitted
                 // answered as if it had spent: report its real state.
-                decisions: r.decisions.map((d, i) => (r.allowed || !d.allowed ? { decision: d }
-                    : { decision: unspent(d, group[i].spec.rule, group[i].cost), reply: d })),
+                decisions: r.decisions.map((d, i) => {
+                    const rl = group[i].spec.policy ? resolved[i].rule : group[i].spec.rule;
+                    return r.allowed || !d.allowed ? { decision: d, resolved: resolved[i] }
+                        : { decision: rl ? unspent(d, rl, group[i].cost) : { ...d, remaining: Math.min(d.limit, d.remaining + group[i].cost) },
+                            reply: d, resolved: resolved[i] };
+                }),
             };
         }
         catch (err) {
+            // An unknown policy: the limits of this command take their failure path, as when
+            // Redis fails (but Redis is up: the breaker stays closed).
+            if (group.some((p) => p.spec.policy) && isUnknownPolicy(err))
+                return { ok: false, error: err };
             if (!isUnavailable(err))
                 throw err;
             openUntil = now() + breakerMs;
@@ -217,7 +296,9 @@ function createGuard(options) {
         // (the module would answer ERR COST must not exceed ...): refused here, before Redis is
         // asked (nothing spent on any limit), by that limit, without Retry-After (waiting does
         // not help) nor RateLimit headers. A shadow limit only reports it and is not sent.
-        const oversized = all.filter((p) => p.cost > (0, headers_js_1.quota)(p.spec.rule));
+        // (A policy limit's numbers are not known before the reply: it is sent, and the module
+        // answers `ERR COST must not exceed ...`, an error that is not a Redis failure.)
+        const oversized = all.filter((p) => p.spec.rule && p.cost > (0, headers_js_1.quota)(p.spec.rule));
         const planned = all.filter((p) => !oversized.includes(p));
         const costOutcomes = oversized.map((p) => ({
             name: p.spec.name, key: p.key, cost: p.cost, shadow: p.shadow, source: 'cost'
@@ -250,6 +331,8 @@ function createGuard(options) {
             if (p.shadow && p.spec.blockMs !== undefined)
                 groups.push([p]);
         const outcomes = [...costOutcomes];
+        // The rule of each outcome's header item (none: no item).
+        const headerRule = new Map();
         const collect = (gs, settled) => {
             gs.forEach((group, gi) => {
                 const s = settled[gi];
@@ -257,14 +340,28 @@ function createGuard(options) {
                     refusedBy = s.refusedBy;
                 group.forEach((p, i) => {
                     const base = { name: p.spec.name, key: p.key, cost: p.cost, shadow: p.shadow };
+                    if (p.spec.policy)
+                        base.policy = { name: p.spec.policy };
                     if (s.ok) {
-                        outcomes.push({ ...base, source: 'redis', ...s.decisions[i] });
+                        const { decision, reply, resolved } = s.decisions[i];
+                        const o = { ...base, source: 'redis', decision, ...(reply ? { reply } : {}) };
+                        if (resolved) {
+                            o.policy = { name: p.spec.policy, version: resolved.version, mode: resolved.mode };
+                            if (resolved.show && resolved.rule)
+                                headerRule.set(o, resolved.rule);
+                        }
+                        else if (p.spec.rule)
+                            headerRule.set(o, p.spec.rule);
+                        outcomes.push(o);
                         return;
                     }
                     const err = s.error;
-                    if (p.spec.fallback) {
-                        const rule = p.spec.fallback === true ? p.spec.rule : p.spec.fallback;
-                        outcomes.push({ ...base, source: 'fallback', decision: memory.check(p.key, rule, p.cost), error: err });
+                    const fallback = p.spec.fallback === true
+                        ? (p.spec.rule ?? (0, policy_js_1.rateRule)(rules.peek(p.spec.policy)?.current?.rule)) : p.spec.fallback;
+                    if (fallback) {
+                        const o = { ...base, source: 'fallback', decision: memory.check(p.key, fallback, p.cost), error: err };
+                        headerRule.set(o, fallback);
+                        outcomes.push(o);
                     }
                     else {
                         outcomes.push({ ...base, source: p.spec.failOpen === false && !p.shadow ? 'fail-closed' : 'fail-open', error: err });
@@ -294,8 +391,8 @@ function createGuard(options) {
         // Headers in the order of the limits' configuration.
         const ordered = all.flatMap((p) => outcomes.filter((o) => o.key === p.key && o.name === p.spec.name));
         const items = ordered
-            .filter((o) => !o.shadow && o.decision)
-            .map((o) => ({ name: o.name, rule: rule(o, planned), decision: o.decision }));
+            .filter((o) => !o.shadow && o.decision && headerRule.has(o))
+            .map((o) => ({ name: o.name, rule: headerRule.get(o), decision: o.decision }));
         const headers = (0, headers_js_1.rateLimitHeaders)(items, headerOpts);
         // A refusal wins over an unavailable limit (429 with its Retry-After, not 503).
         const refused = ordered.filter((o) => !o.shadow && o.decision && !o.decision.allowed);
@@ -315,10 +412,6 @@ function createGuard(options) {
             }, shadowRefused);
         }
         return done(200, 'allowed', ordered, headers, undefined, shadowRefused);
-    }
-    function rule(o, planned) {
-        const p = planned.find((x) => x.key === o.key && x.spec.name === o.name);
-        return o.source === 'fallback' && p.spec.fallback && p.spec.fallback !== true ? p.spec.fallback : p.spec.rule;
     }
     return { check, options };
 }

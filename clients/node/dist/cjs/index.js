@@ -14,7 +14,7 @@ var __exportStar = (this && this.__exportStar) || function(m, exports) {
     for (var p in m) if (p !== "default" && !Object.prototype.hasOwnProperty.call(exports, p)) __createBinding(exports, m, p);
 };
 Object.defineProperty(exports, "__esModule", { value: true });
-exports.RedisRateLimitStore = exports.fastifyRateLimit = exports.expressRateLimit = exports.keys = exports.isUnavailable = exports.createGuard = exports.UNAVAILABLE_REPLIES = exports.CircuitOpenError = exports.MemoryLimiter = exports.Networks = exports.parseAddress = exports.formatAddress = exports.clientAddress = exports.addressKey = exports.tightest = exports.sfString = exports.quota = exports.windowSeconds = exports.resetParameter = exports.nextQuotaMs = exports.emissionInterval = exports.rateLimitHeaders = exports.optionArgs = exports.ruleArgs = exports.parseInfo = exports.parseDecision = exports.isUnsupportedOption = exports.TimeoutError = exports.Limiter = exports.createLimiter = void 0;
+exports.RedisRateLimitStore = exports.fastifyRateLimit = exports.expressRateLimit = exports.keys = exports.isUnknownPolicy = exports.isUnavailable = exports.createGuard = exports.UNAVAILABLE_REPLIES = exports.CircuitOpenError = exports.MemoryLimiter = exports.Networks = exports.parseAddress = exports.formatAddress = exports.clientAddress = exports.addressKey = exports.tightest = exports.sfString = exports.quota = exports.windowSeconds = exports.resetParameter = exports.nextQuotaMs = exports.emissionInterval = exports.rateLimitHeaders = exports.policyRuleArgs = exports.parsePolicyStats = exports.parsePolicyRule = exports.parsePolicyList = exports.parsePolicyInfo = exports.parsePolicyHistory = exports.PolicyRuleCache = exports.Policies = exports.ClusterPolicies = exports.optionArgs = exports.ruleArgs = exports.parsePolicyDecision = exports.parseInfo = exports.parseDecision = exports.isUnsupportedOption = exports.TimeoutError = exports.Limiter = exports.createLimiter = void 0;
 __exportStar(require("./types.js"), exports);
 var limiter_js_1 = require("./limiter.js");
 Object.defineProperty(exports, "createLimiter", { enumerable: true, get: function () { return limiter_js_1.createLimiter; } });
@@ -23,8 +23,19 @@ Object.defineProperty(exports, "TimeoutError", { enumerable: true, get: function
 Object.defineProperty(exports, "isUnsupportedOption", { enumerable: true, get: function () { return limiter_js_1.isUnsupportedOption; } });
 Object.defineProperty(exports, "parseDecision", { enumerable: true, get: function () { return limiter_js_1.parseDecision; } });
 Object.defineProperty(exports, "parseInfo", { enumerable: true, get: function () { return limiter_js_1.parseInfo; } });
+Object.defineProperty(exports, "parsePolicyDecision", { enumerable: true, get: function () { return limiter_js_1.parsePolicyDecision; } });
 Object.defineProperty(exports, "ruleArgs", { enumerable: true, get: function () { return limiter_js_1.ruleArgs; } });
 Object.defineProperty(exports, "optionArgs", { enumerable: true, get: function () { return limiter_js_1.optionArgs; } });
+var policy_js_1 = require("./policy.js");
+Object.defineProperty(exports, "ClusterPolicies", { enumerable: true, get: function () { return policy_js_1.ClusterPolicies; } });
+Object.defineProperty(exports, "Policies", { enumerable: true, get: function () { return policy_js_1.Policies; } });
+Object.defineProperty(exports, "PolicyRuleCache", { enumerable: true, get: function () { return policy_js_1.PolicyRuleCache; } });
+Object.defineProperty(exports, "parsePolicyHistory", { enumerable: true, get: function () { return policy_js_1.parsePolicyHistory; } });
+Object.defineProperty(exports, "parsePolicyInfo", { enumerable: true, get: function () { return policy_js_1.parsePolicyInfo; } });
+Object.defineProperty(exports, "parsePolicyList", { enumerable: true, get: function () { return policy_js_1.parsePolicyList; } });
+Object.defineProperty(exports, "parsePolicyRule", { enumerable: true, get: function () { return policy_js_1.parsePolicyRule; } });
+Object.defineProperty(exports, "parsePolicyStats", { enumerable: true, get: function () { return policy_js_1.parsePolicyStats; } });
+Object.defineProperty(exports, "policyRuleArgs", { enumerable: true, get: function () { return policy_js_1.policyRuleArgs; } });
 var headers_js_1 = require("./headers.js");
 Object.defineProperty(exports, "rateLimitHeaders", { enumerable: true, get: function () { return headers_js_1.rateLimitHeaders; } });
 Object.defineProperty(exports, "emissionInterval", { enumerable: true, get: function () { return headers_js_1.emissionInterval; } });
@@ -47,6 +58,7 @@ Object.defineProperty(exports, "CircuitOpenError", { enumerable: true, get: func
 Object.defineProperty(exports, "UNAVAILABLE_REPLIES", { enumerable: true, get: function () { return guard_js_1.UNAVAILABLE_REPLIES; } });
 Object.defineProperty(exports, "createGuard", { enumerable: true, get: function () { return guard_js_1.createGuard; } });
 Object.defineProperty(exports, "isUnavailable", { enumerable: true, get: function () { return guard_js_1.isUnavailable; } });
+Object.defineProperty(exports, "isUnknownPolicy", { enumerable: true, get: function () { return guard_js_1.isUnknownPolicy; } });
 Object.defineProperty(exports, "keys", { enumerable: true, get: function () { return guard_js_1.keys; } });
 var express_js_1 = require("./express.js");
 Object.defineProperty(exports, "expressRateLimit", { enumerable: true, get: function () { return express_js_1.expressRateLimit; } });

@@ -1,5 +1,6 @@
 import { type Adapter, type ClientKind } from './adapter.js';
-import type { AllDecision, AllEntry, Decision, FixedRule, GcraRule, Info, Int, LogRule, QueueRule, RateOptions, Rule, SlidingRule, ThrottleReply, TokenBucketRule } from './types.js';
+import { ClusterPolicies, Policies, PolicyRuleCache } from './policy.js';
+import type { AllDecision, AllEntry, AllowOptions, Decision, FixedRule, GcraRule, Info, Int, LogRule, QueueRule, RateOptions, Rule, SlidingRule, ThrottleReply, TokenBucketRule } from './types.js';
 export interface LimiterOptions {
     /** Prepended to every key (default ''). ioredis's own `keyPrefix` does not apply to module
      * commands, so set it here if you need one. */
@@ -26,8 +27,14 @@ export declare function parseDecision(reply: unknown, what: string, extra?: {
     queue?: boolean;
     partial?: boolean;
 }): Decision;
+/** A reply whose algorithm the caller does not know (a policy's: `RL.ALLOW`, `POLICY` in
+ * `RL.ALL`): the five fields, then `granted` last with `partial`, and before it an integer
+ * (QUEUE's `delay_ms`) or a string / nil (CONCURRENCY's lease token). */
+export declare function parsePolicyDecision(reply: unknown, what: string, partial?: boolean): Decision;
 /** RL.INFO's pairs (an array, a Map or an object: RESP2 or RESP3) into an Info. */
 export declare function parseInfo(reply: unknown): Info | null;
+/** @internal */
+export declare function withTimeout<T>(p: Promise<T>, ms: number | undefined): Promise<T>;
 type Named<R extends Rule> = Omit<R, 'algorithm'>;
 export declare class Limiter {
     readonly adapter: Adapter;
@@ -83,6 +90,21 @@ export declare class Limiter {
         dryrun?: boolean;
         timeoutMs?: number;
     }): Promise<AllDecision>;
+    /** `RL.ALLOW key policy [options]`: the version of the stored policy that applies to `key`
+     * decides. The decision is that algorithm's (`delayMs` for QUEUE, `token` for CONCURRENCY,
+     * `granted` with `partial`). An unknown policy: `ERR no such policy 'name'`. */
+    allow(key: string, policy: string, o?: AllowOptions): Promise<Decision>;
+    private policiesCache?;
+    private clusterPoliciesCache?;
+    private ruleCache?;
+    /** `RL.POLICY` on a single server (plain replies). On a cluster client, use
+     * `clusterPolicies` (policies are per node: every primary needs them). */
+    get policies(): Policies;
+    /** `RL.POLICY` on every primary: writes return each node's answer, `get` / `list` report
+     * drift between the primaries. (On a single server: one primary.) */
+    get clusterPolicies(): ClusterPolicies;
+    /** The policies' rules as the middleware caches them (per limiter). */
+    get policyRules(): PolicyRuleCache;
     /** RL.INFO: null if the key does not exist. Read so that integers beyond 2^53 stay exact
      * (see the adapter; node-redis v4 cannot). */
     info(key: string, o?: {

@@ -1,0 +1,381 @@
+// Policies: named rules stored in the server (`RL.POLICY`), referenced by `RL.ALLOW key
+// policy` and by `POLICY name` in `RL.ALL`. Policies are per node (like FUNCTION LOAD): on
+// a cluster every write goes to every primary, and reads compare the primaries.
+//
+//   await limiter.policies.set('api', { algorithm: 'gcra', burst: 100, count: 100, periodMs: 60_000 });
+//   await limiter.policies.set('api', 'GCRA 20 20 60000', { rollout: 10 });   // a candidate for 10% of keys
+//   const d = await limiter.allow('rl:{t42}:api', 'api');
+//   const list = await limiter.clusterPolicies.list();        // on a cluster: drift per policy
+
+import type { PrimaryNode } from './adapter.js';
+import { withTimeout, type Limiter } from './limiter.js';
+import type {
+  ClusterPolicy, ConcurrencyRule, Int, NodeAnswers, PolicyInfo, PolicyMode, PolicyRule,
+  PolicyStats, PolicySummary, PolicyVersion, Rule,
+} from './types.js';
+
+function int(name: string, v: Int): string {
+  if (typeof v === 'bigint') return v.toString();
+  if (typeof v === 'number' && Number.isSafeInteger(v)) return String(v);
+  throw new TypeError(`redis-ratelimit: ${name} must be an integer, got ${String(v)}`);
+}
+
+/** A policy's rule as `RL.POLICY SET`'s arguments: a rule object (with `stagger`,
+ * `blockMs`), or the module's text as is (`"GCRA 10 1 1000"`, `"FIXED 10 60000 BLOCK 900000"`). */
+export function policyRuleArgs(rule: PolicyRule | string): string[] {
+  if (typeof rule === 'string') {
+    const parts = rule.trim().split(/\s+/).filter(Boolean);
+    if (!parts.length) throw new TypeError('redis-ratelimit: an empty policy rule');
+    return parts;
+  }
+  if (!rule || typeof rule !== 'object') throw new TypeError('redis-ratelimit: a policy rule is an object or a string');
+  const out: string[] = [];
+  switch (rule.algorithm) {
+    case 'gcra':
+      out.push('GCRA', int('burst', rule.burst), int('count', rule.count), int('periodMs', rule.periodMs)); break;
+    case 'tokenbucket':
+      out.push('TOKENBUCKET', int('capacity', rule.capacity), int('refillTokens', rule.refillTokens),
+        int('refillPeriodMs', rule.refillPeriodMs)); break;
+    case 'sliding':
+    case 'fixed':
+    case 'log':
+      out.push(rule.algorithm.toUpperCase(), int('limit', rule.limit), int('windowMs', rule.windowMs)); break;
+    case 'queue':
+      out.push('QUEUE', int('capacity', rule.capacity), int('intervalMs', rule.intervalMs)); break;
+    case 'concurrency':
+      out.push('CONCURRENCY', int('limit', rule.limit), int('leaseMs', rule.leaseMs)); break;
+    default:
+      throw new TypeError(`redis-ratelimit: unknown algorithm ${String((rule as { algorithm: unknown }).algorithm)}`);
+  }
+  if ((rule.algorithm === 'sliding' || rule.algorithm === 'fixed') && rule.stagger) out.push('STAGGER');
+  if (rule.blockMs !== undefined) out.push('BLOCK', int('blockMs', rule.blockMs));
+  return out;
+}
+
+/** The module's text of a policy rule (`"SLIDING 10 60000 STAGGER BLOCK 5000"`) as a rule
+ * object; null if it is not one (e.g. empty: no candidate). */
+export function parsePolicyRule(text: string | null | undefined): PolicyRule | null {
+  if (!text) return null;
+  const t = text.trim().split(/\s+/);
+  const n = (i: number): number => {
+    const v = Number(t[i]);
+    if (!Number.isSafeInteger(v)) throw new Error(`redis-ratelimit: unexpected policy rule ${JSON.stringify(text)}`);
+    return v;
+  };
+  let rule: PolicyRule;
+  let i: number;
+  switch (t[0].toUpperCase()) {
+    case 'GCRA': rule = { algorithm: 'gcra', burst: n(1), count: n(2), periodMs: n(3) }; i = 4; break;
+    case 'TOKENBUCKET': rule = { algorithm: 'tokenbucket', capacity: n(1), refillTokens: n(2), refillPeriodMs: n(3) }; i = 4; break;
+    case 'SLIDING': rule = { algorithm: 'sliding', limit: n(1), windowMs: n(2) }; i = 3; break;
+    case 'FIXED': rule = { algorithm: 'fixed', limit: n(1), windowMs: n(2) }; i = 3; break;
+    case 'LOG': rule = { algorithm: 'log', limit: n(1), windowMs: n(2) }; i = 3; break;
+    case 'QUEUE': rule = { algorithm: 'queue', capacity: n(1), intervalMs: n(2) }; i = 3; break;
+    case 'CONCURRENCY': rule = { algorithm: 'concurrency', limit: n(1), leaseMs: n(2) } as ConcurrencyRule; i = 3; break;
+    default: return null;
+  }
+  while (i < t.length) {
+    const w = t[i].toUpperCase();
+    if (w === 'STAGGER' && (rule.algorithm === 'sliding' || rule.algorithm === 'fixed')) { rule.stagger = true; i++; }
+    else if (w === 'BLOCK') { rule.blockMs = n(i + 1); i += 2; }
+    else throw new Error(`redis-ratelimit: unexpected policy rule ${JSON.stringify(text)}`);
+  }
+  return rule;
+}
+
+/** The rate rule of a policy rule (without its BLOCK), or null for CONCURRENCY. */
+export function rateRule(rule: PolicyRule | null | undefined): Rule | null {
+  if (!rule || rule.algorithm === 'concurrency') return null;
+  const { blockMs: _block, ...r } = rule; // eslint-disable-line @typescript-eslint/no-unused-vars
+  return r as Rule;
+}
+
+// ------------------------------------------------------------------------------ replies
+
+const str = (v: unknown): string => (Buffer.isBuffer(v) ? v.toString() : v === null || v === undefined ? '' : String(v));
+const num = (v: unknown): number => Number(Buffer.isBuffer(v) ? v.toString() : v);
+
+/** Field/value pairs of a reply: a flat array (RESP2), a Map or an object (RESP3). */
+function fields(reply: unknown, what: string): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  if (reply instanceof Map) for (const [k, v] of reply) out[str(k)] = v;
+  else if (Array.isArray(reply)) for (let i = 0; i + 1 < reply.length; i += 2) out[str(reply[i])] = reply[i + 1];
+  else if (reply && typeof reply === 'object') Object.assign(out, reply);
+  else throw new Error(`redis-ratelimit: unexpected reply to ${what}: ${JSON.stringify(reply)}`);
+  return out;
+}
+
+const list = (reply: unknown, what: string): unknown[] => {
+  if (!Array.isArray(reply)) throw new Error(`redis-ratelimit: unexpected reply to ${what}: ${JSON.stringify(reply)}`);
+  return reply;
+};
+
+export function parsePolicyInfo(reply: unknown): PolicyInfo | null {
+  if (reply === null || reply === undefined) return null;
+  const f = fields(reply, 'RL.POLICY GET');
+  const candidateVersion = num(f.candidate_version ?? 0);
+  return {
+    name: str(f.name),
+    version: num(f.version),
+    rule: str(f.rule),
+    mode: str(f.mode) as PolicyMode,
+    digest: str(f.digest),
+    candidateVersion,
+    candidateRule: candidateVersion ? str(f.candidate_rule) : null,
+    candidateMode: candidateVersion ? (str(f.candidate_mode) as PolicyMode) : null,
+    rollout: num(f.rollout ?? 0),
+  };
+}
+
+export function parsePolicyList(reply: unknown): PolicySummary[] {
+  return list(reply, 'RL.POLICY LIST').map((e) => {
+    const f = fields(e, 'RL.POLICY LIST');
+    return {
+      name: str(f.name), version: num(f.version), digest: str(f.digest), mode: str(f.mode) as PolicyMode,
+      candidateVersion: num(f.candidate_version ?? 0), rollout: num(f.rollout ?? 0),
+    };
+  });
+}
+
+export function parsePolicyHistory(reply: unknown): PolicyVersion[] {
+  return list(reply, 'RL.POLICY HISTORY').map((e) => {
+    const f = fields(e, 'RL.POLICY HISTORY');
+    return {
+      version: num(f.version), rule: str(f.rule), mode: str(f.mode) as PolicyMode, setMs: num(f.set_ms),
+      status: str(f.status) as PolicyVersion['status'],
+    };
+  });
+}
+
+export function parsePolicyStats(reply: unknown): PolicyStats {
+  const f = fields(reply, 'RL.POLICY STATS');
+  const top = Array.isArray(f.top_refused) ? f.top_refused : [];
+  return {
+    requests: num(f.requests),
+    admitted: num(f.admitted),
+    refused: num(f.refused),
+    shadowRefusals: num(f.shadow_refusals),
+    unitsSpent: num(f.units_spent),
+    topRefused: top.map((p) => {
+      const pair = list(p, 'RL.POLICY STATS');
+      return [str(pair[0]), num(pair[1])] as [string, number];
+    }),
+    topErrorBound: num(f.top_error_bound ?? 0),
+  };
+}
+
+// ------------------------------------------------------------------------------ commands
+
+export interface PolicySetOptions {
+  /** `SHADOW`: this version decides and spends, never refuses. */
+  shadow?: boolean;
+  /** `ROLLOUT percent` (1 to 99): the new version is a candidate for that share of keys. */
+  rollout?: number;
+  timeoutMs?: number;
+}
+
+type Timeout = { timeoutMs?: number };
+
+function setArgs(name: string, rule: PolicyRule | string, o: PolicySetOptions): string[] {
+  const args = ['SET', name, ...policyRuleArgs(rule)];
+  if (o.shadow) args.push('SHADOW');
+  if (o.rollout !== undefined && o.rollout !== null) args.push('ROLLOUT', int('rollout', o.rollout));
+  return args;
+}
+
+/** `RL.POLICY` on one server: the plain replies, typed. (On a cluster use
+ * `limiter.clusterPolicies`: policies are per node.) */
+export class Policies {
+  constructor(private readonly limiter: Limiter) {}
+
+  private run(args: string[], o: Timeout = {}): Promise<unknown> {
+    return this.limiter.command(['RL.POLICY', ...args], undefined, { timeoutMs: o.timeoutMs });
+  }
+
+  /** `RL.POLICY SET`: a new version (current at once, or a candidate with `rollout`).
+   * Returns its version. */
+  async set(name: string, rule: PolicyRule | string, o: PolicySetOptions = {}): Promise<number> {
+    return num(await this.run(setArgs(name, rule, o), o));
+  }
+
+  /** `RL.POLICY ROLLOUT`: the candidate's share (100: it becomes current). Returns the
+   * candidate's version. */
+  async rollout(name: string, percent: number, o: Timeout = {}): Promise<number> {
+    return num(await this.run(['ROLLOUT', name, int('percent', percent)], o));
+  }
+
+  /** `RL.POLICY ROLLBACK`: drops the candidate, or makes the previous version current again
+   * (as a new version). Returns the current version. */
+  async rollback(name: string, o: Timeout = {}): Promise<number> {
+    return num(await this.run(['ROLLBACK', name], o));
+  }
+
+  /** `RL.POLICY GET`: null if there is no such policy. */
+  async get(name: string, o: Timeout = {}): Promise<PolicyInfo | null> {
+    return parsePolicyInfo(await this.run(['GET', name], o));
+  }
+
+  /** `RL.POLICY DEL`: true if it existed. Keys written under it keep their state. */
+  async delete(name: string, o: Timeout = {}): Promise<boolean> {
+    return num(await this.run(['DEL', name], o)) === 1;
+  }
+
+  /** `RL.POLICY LIST [pattern]` (a KEYS pattern), by name. */
+  async list(pattern?: string, o: Timeout = {}): Promise<PolicySummary[]> {
+    return parsePolicyList(await this.run(pattern === undefined ? ['LIST'] : ['LIST', pattern], o));
+  }
+
+  /** `RL.POLICY HISTORY`: the candidate, then the last 10 versions that were current. */
+  async history(name: string, o: Timeout = {}): Promise<PolicyVersion[]> {
+    return parsePolicyHistory(await this.run(['HISTORY', name], o));
+  }
+
+  /** `RL.POLICY STATS [RESET]` (with `reset`: the statistics so far, then zeroed). */
+  async stats(name: string, o: { reset?: boolean; timeoutMs?: number } = {}): Promise<PolicyStats> {
+    return parsePolicyStats(await this.run(o.reset ? ['STATS', name, 'RESET'] : ['STATS', name], o));
+  }
+}
+
+const same = (a: unknown, b: unknown): boolean => JSON.stringify(a) === JSON.stringify(b);
+
+/** `RL.POLICY` on every primary (a cluster; a single server is one primary). Writes return
+ * each primary's answer; `get` and `list` report drift: a policy whose (version, digest)
+ * differs between primaries, or that some do not have. */
+export class ClusterPolicies {
+  constructor(private readonly limiter: Limiter) {}
+
+  /** The primaries' names (`"host:port"`). */
+  async nodes(): Promise<string[]> {
+    return (await this.limiter.adapter.primaries()).map((n) => n.name);
+  }
+
+  private async each<T>(args: string[], parse: (r: unknown) => T, o: Timeout = {}): Promise<NodeAnswers<T>> {
+    const nodes: PrimaryNode[] = await this.limiter.adapter.primaries();
+    if (!nodes.length) throw new Error('redis-ratelimit: the cluster client knows no primary (not connected yet?)');
+    const ms = o.timeoutMs ?? this.limiter.timeoutMs;
+    const settled = await Promise.allSettled(nodes.map(async (n) => parse(await withTimeout(n.send(['RL.POLICY', ...args]), ms))));
+    const out: Record<string, T | Error> = {};
+    let ok = true;
+    settled.forEach((s, i) => {
+      if (s.status === 'fulfilled') out[nodes[i].name] = s.value;
+      else { ok = false; out[nodes[i].name] = s.reason instanceof Error ? s.reason : new Error(String(s.reason)); }
+    });
+    const values = Object.values(out);
+    const reply = ok && values.every((v) => same(v, values[0])) ? values[0] as T : undefined;
+    return { nodes: out, ok, reply };
+  }
+
+  /** Every node answered (else the first error is thrown). */
+  private async read<T>(args: string[], parse: (r: unknown) => T, o: Timeout = {}): Promise<Record<string, T>> {
+    const r = await this.each(args, parse, o);
+    for (const v of Object.values(r.nodes)) if (v instanceof Error) throw v;
+    return r.nodes as Record<string, T>;
+  }
+
+  set(name: string, rule: PolicyRule | string, o: PolicySetOptions = {}): Promise<NodeAnswers<number>> {
+    return this.each(setArgs(name, rule, o), num, o);
+  }
+
+  rollout(name: string, percent: number, o: Timeout = {}): Promise<NodeAnswers<number>> {
+    return this.each(['ROLLOUT', name, int('percent', percent)], num, o);
+  }
+
+  rollback(name: string, o: Timeout = {}): Promise<NodeAnswers<number>> {
+    return this.each(['ROLLBACK', name], num, o);
+  }
+
+  delete(name: string, o: Timeout = {}): Promise<NodeAnswers<boolean>> {
+    return this.each(['DEL', name], (r) => num(r) === 1, o);
+  }
+
+  /** Each primary's version of the policy; null when no primary has it. */
+  async get(name: string, o: Timeout = {}): Promise<ClusterPolicy<PolicyInfo> | null> {
+    const nodes = await this.read(['GET', name], parsePolicyInfo, o);
+    const values = Object.values(nodes);
+    if (values.every((v) => v === null)) return null;
+    return { name, drift: drifted(values), nodes };
+  }
+
+  /** Every policy of any primary, by name, each with its per-node entries and `drift`. */
+  async list(pattern?: string, o: Timeout = {}): Promise<ClusterPolicy<PolicySummary>[]> {
+    const nodes = await this.read(pattern === undefined ? ['LIST'] : ['LIST', pattern], parsePolicyList, o);
+    const names = [...new Set(Object.values(nodes).flatMap((l) => l.map((e) => e.name)))].sort();
+    return names.map((name) => {
+      const per: Record<string, PolicySummary | null> = {};
+      for (const [node, l] of Object.entries(nodes)) per[node] = l.find((e) => e.name === name) ?? null;
+      return { name, drift: drifted(Object.values(per)), nodes: per };
+    });
+  }
+
+  history(name: string, o: Timeout = {}): Promise<NodeAnswers<PolicyVersion[]>> {
+    return this.each(['HISTORY', name], parsePolicyHistory, o);
+  }
+
+  /** Each primary's statistics (they are per node). */
+  stats(name: string, o: { reset?: boolean; timeoutMs?: number } = {}): Promise<NodeAnswers<PolicyStats>> {
+    return this.each(o.reset ? ['STATS', name, 'RESET'] : ['STATS', name], parsePolicyStats, o);
+  }
+}
+
+function drifted(values: ({ version: number; digest: string } | null)[]): boolean {
+  const first = values[0];
+  return values.some((v) => v === null || first === null || v.version !== first.version || v.digest !== first.digest);
+}
+
+// ------------------------------------------------------------- the middleware's rule cache
+
+/** One version of a policy as the middleware needs it. */
+export interface CachedVersion {
+  version: number;
+  rule: PolicyRule | null;
+  mode: PolicyMode;
+}
+
+export interface CachedPolicy {
+  /** When it was read (the reader's clock, ms). */
+  at: number;
+  /** null: the server has no such policy. */
+  current: CachedVersion | null;
+  candidate: CachedVersion | null;
+}
+
+/** The rules of policies, per limiter (so per process and server), as the middleware reads
+ * them with `RL.POLICY GET` for its headers. */
+export class PolicyRuleCache {
+  private readonly entries = new Map<string, CachedPolicy>();
+  private readonly inflight = new Map<string, Promise<CachedPolicy>>();
+
+  constructor(private readonly limiter: Limiter) {}
+
+  peek(name: string): CachedPolicy | undefined {
+    return this.entries.get(name);
+  }
+
+  /** Reads the policy now (one read per name at a time), routed to `key`'s node. */
+  refresh(name: string, key: string | undefined, now: number, timeoutMs?: number): Promise<CachedPolicy> {
+    const running = this.inflight.get(name);
+    if (running) return running;
+    const p = (async () => {
+      try {
+        const info = parsePolicyInfo(await this.limiter.command(['RL.POLICY', 'GET', name], key, { timeoutMs }));
+        const entry: CachedPolicy = {
+          at: now,
+          current: info ? { version: info.version, rule: parsePolicyRule(info.rule), mode: info.mode } : null,
+          candidate: info && info.candidateVersion
+            ? { version: info.candidateVersion, rule: parsePolicyRule(info.candidateRule), mode: info.candidateMode ?? 'enforce' }
+            : null,
+        };
+        this.entries.set(name, entry);
+        return entry;
+      } finally {
+        this.inflight.delete(name);
+      }
+    })();
+    this.inflight.set(name, p);
+    return p;
+  }
+
+  clear(): void {
+    this.entries.clear();
+  }
+}
