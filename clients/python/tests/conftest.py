@@ -122,9 +122,17 @@ def r(redis_port: int) -> Iterator[redis.Redis]:
     """A plain client for setup and inspection; the server is empty, its clock frozen."""
     c = redis.Redis(port=redis_port, decode_responses=True)
     c.flushall()
+    drop_policies(c)
     c.execute_command("RL.CLOCK", "SET", NOW_MS)
     yield c
     c.close()
+
+
+def drop_policies(c: Any, **kw: Any) -> None:
+    """FLUSHALL keeps policies (node configuration): delete them all."""
+    for e in c.execute_command("RL.POLICY", "LIST", **kw) or []:
+        name = e["name"] if isinstance(e, dict) else dict(zip(e[::2], e[1::2]))["name"]
+        c.execute_command("RL.POLICY", "DEL", name, **kw)
 
 
 @pytest.fixture
@@ -191,6 +199,8 @@ def rc(cluster_ports):
     c = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", p) for p in cluster_ports],
                      decode_responses=True)
     c.flushall(target_nodes=RedisCluster.PRIMARIES)
+    for node in c.get_primaries():
+        drop_policies(c, target_nodes=node)
     c.execute_command("RL.CLOCK", "SET", NOW_MS, target_nodes=c.get_nodes())
     yield c
     c.close()

@@ -16,10 +16,11 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
+import redis
 
 from conftest import ROOT
-from redis_ratelimit import (AsyncRateLimiter, Config, Limit, RateLimiter, Request, Route, Rule,
-                             connect, connect_async)
+from redis_ratelimit import (AsyncRateLimiter, Config, Limit, Policy, RateLimiter, Request,
+                             Route, Rule, connect, connect_async)
 
 CASES_DIR = ROOT / "clients" / "conformance" / "cases"
 FRAMEWORKS = ["flask", "fastapi"]
@@ -42,7 +43,7 @@ CASES = load_cases()
 
 def test_every_case_file_has_cases():
     files = {f.stem for f in CASES_DIR.glob("*.json")}
-    assert {"core", "headers", "block", "mount", "routes"} <= files
+    assert {"core", "headers", "block", "mount", "routes", "policy"} <= files
     assert files == {stem for stem, _ in CASES}
 
 
@@ -85,7 +86,8 @@ def cost_of(spec: Any):
 
 
 def limit_of(spec: Dict[str, Any]) -> Limit:
-    return Limit(spec["name"], rule_of(spec["rule"]), header_fn(spec["key"]["header"]),
+    rule = Policy(spec["policy"]) if "policy" in spec else rule_of(spec["rule"])
+    return Limit(spec["name"], rule, header_fn(spec["key"]["header"]),
                  fail_open=spec.get("fail_open", True), shadow=spec.get("shadow"),
                  cost=cost_of(spec.get("cost")), block_ms=spec.get("block_ms"))
 
@@ -210,12 +212,44 @@ async def api_call(rl: Any, step: Dict[str, Any], is_async: bool) -> Any:
         return await v if is_async else v
 
     if step["api"] == "all":
-        rules = [(x["key"], rule_of(x["rule"], **({"cost": x["cost"]} if "cost" in x else {})))
-                 for x in step["rules"]]
+        rules = []
+        for x in step["rules"]:
+            opts = {"cost": x["cost"]} if "cost" in x else {}
+            rules.append((x["key"], Policy(x["policy"], **opts) if "policy" in x
+                          else rule_of(x["rule"], **opts)))
         return await wait(rl.all(rules, dryrun=step.get("dryrun", False)))
     if step["api"] == "rate":
         return await wait(rl.rate(step["key"], rule_of(step["rule"], **step.get("opts", {}))))
+    if step["api"] == "allow":
+        return await wait(rl.allow(step["key"], step["policy"], **step.get("opts", {})))
     raise ValueError(f"unknown api step {step['api']}")
+
+
+def check_error(exp: Dict[str, Any], err: Optional[BaseException], where: str) -> None:
+    """``expect.error``: the step's command answers an error reply containing that text."""
+    if "error" in exp:
+        assert err is not None, f"{where}: expected the error {exp['error']!r}, got a reply"
+        assert exp["error"] in str(err), f"{where}: {err!r} lacks {exp['error']!r}"
+    elif err is not None:
+        raise err
+
+
+def resp2(v: Any) -> Any:
+    """A reply as RESP2 shows it: a map (RESP3) as its flat field/value array."""
+    if isinstance(v, dict):
+        return [x for k, val in v.items() for x in (k, resp2(val))]
+    if isinstance(v, (list, tuple)):
+        return [resp2(x) for x in v]
+    return v
+
+
+def reset_policies(r: Any, policies: List[List[Any]]) -> None:
+    """Before a case: delete every policy (FLUSHDB keeps them), then RL.POLICY SET each."""
+    for entry in r.execute_command("RL.POLICY", "LIST") or []:
+        fields = entry if isinstance(entry, dict) else dict(zip(entry[::2], entry[1::2]))
+        r.execute_command("RL.POLICY", "DEL", fields["name"])
+    for args in policies:
+        r.execute_command("RL.POLICY", "SET", *args)
 
 
 def check_api_result(step: Dict[str, Any], res: Any, where: str) -> None:
@@ -227,7 +261,11 @@ def check_api_result(step: Dict[str, Any], res: Any, where: str) -> None:
         assert {k: got[k] for k in want} == want, where
         assert type(res.refused_by) is int, where  # never None (decision 1)
     else:
-        assert decision_list(res)[:len(exp["reply"])] == exp["reply"], where
+        # the module's reply order: the five fields, then delay_ms (QUEUE) or token
+        # (CONCURRENCY), then granted (PARTIAL), those the reply has
+        extra = [x for x in (res.delay_ms, res.token, res.granted) if x is not None]
+        got = decision_list(res) + extra
+        assert got[:len(exp["reply"])] == exp["reply"], f"{where}: {got} != {exp['reply']}"
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
@@ -236,6 +274,7 @@ def test_conformance(case, framework, r, redis_port, serve_wsgi, serve_asgi, htt
     url = f"redis://127.0.0.1:{redis_port}/0"
     r.flushdb()
     r.execute_command("RL.CLOCK", "SET", case["clock_ms"])
+    reset_policies(r, case.get("policies", []))
     cfg = config_of(case["config"])
     mount = case.get("mount", "")
     needs_http = any("request" in s for s in case["steps"])
@@ -246,8 +285,6 @@ def test_conformance(case, framework, r, redis_port, serve_wsgi, serve_asgi, htt
         else:
             base = serve_asgi(fastapi_app(url, cfg, mount)).url
     is_async = framework == "fastapi"  # API steps: the sync client with Flask, asyncio with FastAPI
-    import redis
-
     sync_client = redis.Redis(port=redis_port)
     api = RateLimiter(sync_client)
     try:
@@ -256,12 +293,29 @@ def test_conformance(case, framework, r, redis_port, serve_wsgi, serve_asgi, htt
             if "advance_ms" in step:
                 r.execute_command("RL.CLOCK", "ADVANCE", step["advance_ms"])
                 continue
+            if "policy" in step and "api" not in step:  # an operator's RL.POLICY
+                exp = step.get("expect", {})
+                try:
+                    reply, err = r.execute_command("RL.POLICY", *step["policy"]), None
+                except redis.ResponseError as e:
+                    reply, err = None, e
+                check_error(exp, err, where)
+                if "reply" in exp:
+                    reply = resp2(reply)
+                    assert reply == exp["reply"], f"{where}: {reply!r} != {exp['reply']!r}"
+                check_keys(r, exp, where)
+                continue
             if "api" in step:
-                if is_async:
-                    res = asyncio.run(api_call_async(redis_port, step))
-                else:
-                    res = asyncio.run(api_call(api, step, False))
-                check_api_result(step, res, where)
+                try:
+                    if is_async:
+                        res, err = asyncio.run(api_call_async(redis_port, step)), None
+                    else:
+                        res, err = asyncio.run(api_call(api, step, False)), None
+                except redis.ResponseError as e:
+                    res, err = None, e
+                check_error(step["expect"], err, where)
+                if err is None:
+                    check_api_result(step, res, where)
                 check_keys(r, step["expect"], where)
                 continue
             req = step["request"]

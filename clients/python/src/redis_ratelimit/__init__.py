@@ -13,9 +13,12 @@ from .headers import Item, render, reset_seconds
 from .keys import Request, by_api_key, by_ip, by_org, by_user, client_address, ip_key
 from .memory import MemoryLimiter
 from .middleware import Config, Event, Limit, Route
+from .policies import (AsyncPolicies, ClusterPolicy, Policies, Policy, PolicyEntry, PolicyInfo,
+                       PolicyNodesError, PolicyStats, PolicyVersion)
 
 __all__ = [
-    "AllDecision", "AsyncRateLimiter", "Config", "Decision", "Event", "Item", "Limit",
+    "AllDecision", "AsyncPolicies", "AsyncRateLimiter", "ClusterPolicy", "Policies", "Policy",
+    "PolicyEntry", "PolicyInfo", "PolicyNodesError", "PolicyStats", "PolicyVersion", "Config", "Decision", "Event", "Item", "Limit",
     "MemoryLimiter", "Options", "RateLimiter", "Request", "Route", "Rule", "by_api_key",
     "by_ip", "by_org", "by_user", "client_address", "connect", "connect_async", "ip_key",
     "render", "reset_seconds",

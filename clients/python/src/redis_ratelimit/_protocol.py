@@ -245,7 +245,8 @@ class AllDecision:
         return max(d.retry_after_ms for d in self.decisions)
 
 
-def all_args(rules: Sequence[Tuple[str, Rule]], dryrun: bool) -> List[Arg]:
+def all_args(rules: Sequence[Tuple[str, Any]], dryrun: bool) -> List[Arg]:
+    """``rules``: ``(key, Rule)`` or ``(key, Policy)`` (anything with ``all_args()``)."""
     if not rules:
         raise ValueError("RL.ALL needs at least one (key, rule)")
     keys = [k for k, _ in rules]
@@ -257,7 +258,7 @@ def all_args(rules: Sequence[Tuple[str, Rule]], dryrun: bool) -> List[Arg]:
     return args
 
 
-def parse_all(rules: Sequence[Tuple[str, Rule]], reply: Sequence[Any]) -> AllDecision:
+def parse_all(rules: Sequence[Tuple[str, Any]], reply: Sequence[Any]) -> AllDecision:
     allowed, refused_by = int(reply[0]) == 1, int(reply[1])
     decisions = tuple(rule.parse(r) for (_, rule), r in zip(rules, reply[2:]))
     return AllDecision(allowed, refused_by, decisions)

@@ -9,7 +9,7 @@ a slot: give them one hash tag, ``rl:{org:7}:user:42`` and ``rl:{org:7}``.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import redis
 import redis.asyncio
@@ -28,8 +28,10 @@ from ._protocol import (
     parse_throttle,
     throttle_args,
 )
+from .policies import AsyncPolicies, Policies, Policy, allow_args, parse_allow
 
-Rules = Sequence[Tuple[str, Rule]]
+#: ``(key, Rule)`` or ``(key, Policy("name"))`` pairs for ``all()``.
+Rules = Sequence[Tuple[str, Union[Rule, Policy]]]
 
 
 def connect(url: str = "redis://127.0.0.1:6379/0", timeout: float = 0.05,
@@ -59,6 +61,8 @@ class RateLimiter:
 
     def __init__(self, client: Any):
         self.redis = client
+        #: the operator's API, ``RL.POLICY`` (:class:`redis_ratelimit.policies.Policies`)
+        self.policies = Policies(client)
 
     def _x(self, *args: Any, **kw: Any) -> Any:
         return self.redis.execute_command(*args, **kw)
@@ -104,9 +108,21 @@ class RateLimiter:
                                                      period_s, quantity)))
 
     def all(self, rules: Rules, dryrun: bool = False) -> AllDecision:
-        """RL.ALL over ``(key, Rule)`` pairs: admitted only if every rule admits, then every
-        rule spends, atomically. In a cluster the keys must share a hash tag."""
+        """RL.ALL over ``(key, Rule)`` pairs (or ``(key, Policy("name", cost=...))``: the
+        rule stored in the server): admitted only if every rule admits, then every rule
+        spends, atomically. In a cluster the keys must share a hash tag."""
         return parse_all(rules, self._x(*all_args(rules, dryrun)))
+
+    def allow(self, key: str, policy: str, cost: int = 1, dryrun: bool = False,
+              partial: bool = False, reserve: Optional[int] = None,
+              refund: Optional[int] = None) -> Decision:
+        """RL.ALLOW: the policy's algorithm on ``key``, with the version that applies to it.
+        ``Decision.delay_ms`` for a QUEUE policy, ``token`` for CONCURRENCY, ``granted``
+        with ``partial``. An unknown policy raises ``redis.ResponseError`` (``no such
+        policy 'name'``)."""
+        return parse_allow(self._x(*allow_args(key, policy, cost=cost, dryrun=dryrun,
+                                               partial=partial, reserve=reserve,
+                                               refund=refund)), partial)
 
     def info(self, key: str) -> Optional[Dict[str, Any]]:
         """RL.INFO as a dict (None if the key does not exist)."""
@@ -133,6 +149,7 @@ class AsyncRateLimiter:
 
     def __init__(self, client: Any):
         self.redis = client
+        self.policies = AsyncPolicies(client)
 
     async def _x(self, *args: Any, **kw: Any) -> Any:
         return await self.redis.execute_command(*args, **kw)
@@ -178,6 +195,13 @@ class AsyncRateLimiter:
 
     async def all(self, rules: Rules, dryrun: bool = False) -> AllDecision:
         return parse_all(rules, await self._x(*all_args(rules, dryrun)))
+
+    async def allow(self, key: str, policy: str, cost: int = 1, dryrun: bool = False,
+                    partial: bool = False, reserve: Optional[int] = None,
+                    refund: Optional[int] = None) -> Decision:
+        return parse_allow(await self._x(*allow_args(key, policy, cost=cost, dryrun=dryrun,
+                                                     partial=partial, reserve=reserve,
+                                                     refund=refund)), partial)
 
     async def info(self, key: str) -> Optional[Dict[str, Any]]:
         return parse_info(await self._x("RL.INFO", key))

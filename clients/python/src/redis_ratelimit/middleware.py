@@ -19,6 +19,13 @@ A request whose cost for some enforced limit is above that limit's ``limit`` (bu
 capacity or window limit) can never be admitted: it is refused with 429 before Redis is
 asked (nothing is spent on any limit; no ``Retry-After``, no RateLimit headers).
 
+A limit may name a policy stored in the server (``Limit("api", Policy("api"), key)``): it
+is sent as ``POLICY api [COST n]`` in the request's ``RL.ALL`` (``RL.ALLOW`` alone). Its
+headers need the version's rule (q and w): read with ``RL.POLICY GET`` and cached per
+middleware (:class:`_PolicyCache`); a version in shadow mode gets no header item. An unknown
+policy (``ERR no such policy``) takes the failure path, like a Redis failure (but does not
+open the breaker: Redis answered).
+
 When Redis fails (unreachable, timeout, ``OOM``, ...: :func:`is_unavailable`), each limit
 decides alone: with a ``fallback`` rule it is checked in process memory instead; else
 ``fail_open`` admits (no headers for it) or refuses with 503. Every decision is reported to
@@ -37,9 +44,10 @@ from typing import (Any, Callable, Dict, List, Literal, Optional, Pattern, Seque
 import redis
 
 from ._protocol import Decision, Rule, all_args, parse_all
-from .headers import Item, render
+from .headers import Item, _ceil_div, render
 from .keys import KeyFunc, Request
 from .memory import MemoryLimiter
+from .policies import Policy, Unspent, is_unknown_policy, parse_get, parse_rule
 
 log = logging.getLogger("redis_ratelimit")
 
@@ -50,7 +58,8 @@ REDUCED_CAPACITY = "https://iana.org/assignments/http-problem-types#temporary-re
 
 @dataclass(frozen=True)
 class Limit:
-    """One limit: a policy ``name`` (headers, keys, metrics), a :class:`Rule`, a key function.
+    """One limit: a policy ``name`` (headers, keys, metrics), a :class:`Rule` (or a
+    :class:`~redis_ratelimit.Policy`: a rule stored in the server, by name), a key function.
 
     ``fail_open``: when Redis cannot answer, admit (True) or answer 503 (False).
     ``fallback``: a rule checked in process memory when Redis cannot answer (takes
@@ -65,7 +74,7 @@ class Limit:
     """
 
     name: str
-    rule: Rule
+    rule: Union[Rule, Policy]
     key: KeyFunc
     fail_open: bool = True
     fallback: Optional[Rule] = None
@@ -81,10 +90,15 @@ class Limit:
         if not callable(self.cost) and (isinstance(self.cost, bool)
                                         or not isinstance(self.cost, int) or self.cost < 0):
             raise ValueError("cost must be an int >= 0 or a function of the request")
+        if isinstance(self.rule, Policy) and self.block_ms is not None:
+            raise ValueError("a policy's BLOCK is part of the policy (RL.POLICY SET ... "
+                             "BLOCK ms): no block_ms on a Limit that names a policy")
 
     @property
     def blocks(self) -> bool:
         """True when a refusal blocks the key (``BLOCK ms``): run in a command of its own."""
+        if isinstance(self.rule, Policy):
+            return False  # the module applies a policy's BLOCK, inside RL.ALL too
         return self.block_ms is not None or self.rule.options.block_ms is not None
 
     def cost_of(self, req: Request) -> int:
@@ -93,8 +107,10 @@ class Limit:
             raise ValueError(f"cost of limit {self.name!r} must be an int >= 0, not {c!r}")
         return c
 
-    def rule_for(self, cost: int) -> Rule:
+    def rule_for(self, cost: int) -> Union[Rule, Policy]:
         """The rule as sent for one request: with its cost and block penalty."""
+        if isinstance(self.rule, Policy):
+            return self.rule if cost == self.rule.cost else self.rule.with_options(cost=cost)
         opts: Dict[str, Any] = {}
         if cost != self.rule.options.cost:
             opts["cost"] = cost
@@ -188,7 +204,10 @@ class Config:
     # closed) for this long instead of each waiting for a timeout; then one request tries
     # Redis again. 0: try Redis on every request.
     breaker_ms: int = 1000
-    clock: Callable[[], float] = time.monotonic  # seconds, for the breaker
+    clock: Callable[[], float] = time.monotonic  # seconds, for the breaker and the cache
+    # A policy's rule (for the headers) is read with RL.POLICY GET and cached this long; it
+    # is read again sooner when a reply's limit matches none of the cached versions.
+    policy_refresh_ms: int = 5000
 
     def __post_init__(self) -> None:
         if self.legacy_reset not in ("epoch", "delta"):
@@ -199,7 +218,7 @@ class Config:
 class Call:
     limit: Limit
     key: str
-    rule: Rule  # the limit's rule with this request's cost (and BLOCK)
+    rule: Union[Rule, Policy]  # the limit's rule with this request's cost (and BLOCK)
     shadow: bool = False  # the limit's own shadow, else Config.shadow (as Node's)
 
 
@@ -245,10 +264,66 @@ class CircuitOpen(redis.ConnectionError):
     """Redis failed less than ``Config.breaker_ms`` ago: not tried for this request."""
 
 
+@dataclass(frozen=True)
+class _Version:
+    rule: Optional[Rule]  # None: no rate rule (CONCURRENCY)
+    mode: str  # "enforce" or "shadow"
+
+
+class _PolicyCache:
+    """The rules of the policies the middleware sends (for the headers' q and w): one
+    ``RL.POLICY GET`` per policy, then cached; read again when older than
+    ``policy_refresh_ms`` or when a reply's ``limit`` matches neither the cached current
+    version's nor the candidate's (an operator changed it)."""
+
+    def __init__(self, config: Config):
+        self.config = config
+        self.entries: Dict[str, Tuple[float, Tuple[_Version, ...]]] = {}
+
+    def stale(self, name: str, limit: int) -> bool:
+        e = self.entries.get(name)
+        if e is None or self.config.clock() - e[0] >= self.config.policy_refresh_ms / 1000:
+            return True
+        return self.version(name, limit) is None
+
+    def store(self, name: str, reply: Any) -> None:
+        info = parse_get(reply)
+        versions: Tuple[_Version, ...] = ()
+        if info is not None:
+            versions = (_Version(parse_rule(info.rule), info.mode),)
+            if info.candidate_version:
+                versions += (_Version(parse_rule(info.candidate_rule), info.candidate_mode),)
+        self.entries[name] = (self.config.clock(), versions)
+
+    def version(self, name: str, limit: int) -> Optional[_Version]:
+        """The cached version whose rule's limit is the reply's (the current one first)."""
+        e = self.entries.get(name)
+        for v in e[1] if e else ():
+            if v.rule is not None and v.rule.limit == limit:
+                return v
+        return None
+
+    def reads(self, results: Sequence[Tuple[Call, "Result"]]) -> List[Tuple[str, str]]:
+        """``(policy, key)`` to read before the headers: one per stale policy."""
+        out: Dict[str, str] = {}
+        for c, res in results:
+            if (isinstance(c.rule, Policy) and isinstance(res, Decision)
+                    and c.rule.name not in out and self.stale(c.rule.name, res.limit)):
+                out[c.rule.name] = c.key
+        return list(out.items())
+
+
+def _get_policy(client: Any, name: str, key: str) -> Tuple[List[Any], Dict[str, Any]]:
+    """RL.POLICY GET, on a cluster on the node that holds ``key`` (policies are per node)."""
+    kw = {"target_nodes": client.get_node_from_key(key)} if _is_cluster(client) else {}
+    return ["RL.POLICY", "GET", name], kw
+
+
 class Engine:
     def __init__(self, config: Config):
         self.config = config
         self._open_until = 0.0
+        self.policies = _PolicyCache(config)
 
     # ---- the breaker: a dead Redis costs one timeout per breaker_ms, not one per request
 
@@ -278,7 +353,9 @@ class Engine:
                             cfg.shadow if lim.shadow is None else lim.shadow)
                 # the module answers ERR COST must not exceed ...: decided here, for every
                 # algorithm, from the rule's limit (burst, capacity or window limit)
-                (oversized if call.rule.cost > call.rule.limit else calls).append(call)
+                # (a policy's limit is the server's: not known here, the module decides)
+                big = isinstance(call.rule, Rule) and call.rule.cost > call.rule.limit
+                (oversized if big else calls).append(call)
         if not calls and not oversized:
             return None
         return Plan(req, tuple(calls), cfg.shadow, bool(tag), tuple(oversized))
@@ -345,6 +422,7 @@ class Engine:
         items: List[Item] = []
         refused: List[str] = []
         closed: List[str] = []
+        unlisted: List[Decision] = []
         for call, res in results:
             lim = call.limit
             shadow = call.shadow
@@ -360,8 +438,9 @@ class Engine:
                     res, source = cfg.memory.decide(call.key, fb), "fallback"
                 else:
                     source = "fail-open" if lim.fail_open else "fail-closed"
-                    log.warning("rate limit %s not checked, Redis unavailable (%s): %s",
-                                lim.name, source, err)
+                    log.warning("rate limit %s not checked, %s (%s): %s", lim.name,
+                                "unknown policy" if is_unknown_policy(err)
+                                else "Redis unavailable", source, err)
                     self._report(Event(plan.request, lim.name, call.key, source,
                                        not lim.fail_open, shadow, None, err))
                     if not lim.fail_open and not shadow:
@@ -370,21 +449,43 @@ class Engine:
             else:
                 source = "redis"
             d = res
-            rule = lim.fallback if source == "fallback" and lim.fallback else call.rule
+            rule: Optional[Rule]
+            if source == "fallback" and lim.fallback:
+                rule = lim.fallback
+            elif isinstance(call.rule, Policy):
+                # the applying version: the one whose limit is the reply's (current first)
+                ver = self.policies.version(call.rule.name, d.limit)
+                rule = ver.rule if ver else None
+                if isinstance(d, Unspent):  # from a refused RL.ALL: nothing was spent
+                    d = Decision(d.allowed, d.limit, d.remaining, d.retry_after_ms,
+                                 d.reset_after_ms, d.delay_ms, d.token, d.granted)
+                    if rule is not None:
+                        d = rule.with_options(cost=call.rule.cost).unspent(d)
+                if ver is not None and ver.mode == "shadow":
+                    shadow = True  # a shadow version: never refuses, no header item
+            else:
+                rule = call.rule
             self._report(Event(plan.request, lim.name, call.key, source, not d.allowed,
                                shadow, d, err))
             if shadow:
                 continue
-            items.append(Item(lim.name, rule, d))
+            if rule is not None:
+                items.append(Item(lim.name, rule, d))
+            else:  # a policy whose rule could not be read: no header item
+                unlisted.append(d)
             if not d.allowed:
                 refused.append(lim.name)
         headers = render(items, legacy=cfg.legacy_headers, legacy_reset=cfg.legacy_reset)
+        waits = [d.retry_after_ms for d in unlisted if not d.allowed]
+        if waits and "Retry-After" not in headers:
+            headers["Retry-After"] = str(_ceil_div(max(waits), 1000))
         if refused:
             return _problem(429, QUOTA_EXCEEDED, QUOTA_TITLE, refused, headers)
         if closed:
             return _problem(503, REDUCED_CAPACITY, "Rate limiter unavailable", closed,
                             {"Retry-After": "1"})
-        delay = max((i.decision.delay_ms or 0 for i in items), default=0)
+        delay = max((d.delay_ms or 0 for d in [*(i.decision for i in items), *unlisted]),
+                    default=0)
         return Outcome(None, headers, b"", delay)
 
     def _report(self, ev: Event) -> None:
@@ -456,6 +557,16 @@ def is_unavailable(e: BaseException) -> bool:
     return isinstance(e, redis.RedisError) and not isinstance(e, redis.DataError)
 
 
+def _failure(engine: Engine, e: BaseException) -> bool:
+    """Whether ``e`` takes the failure path; a Redis failure also opens the breaker. An
+    unknown policy (``ERR no such policy``) takes the failure path (as configured per
+    limit) but leaves the breaker closed: Redis answered."""
+    if is_unavailable(e):
+        engine.trip()
+        return True
+    return is_unknown_policy(e)
+
+
 def _is_cluster(client: Any) -> bool:
     return hasattr(client, "get_default_node") and hasattr(client, "get_nodes")
 
@@ -474,10 +585,15 @@ def run_sync(engine: Engine, client: Any, plan: Plan) -> Outcome:
         try:
             results += zip(b.calls, b.parse(client.execute_command(*b.args)))
         except Exception as e:
-            if not is_unavailable(e):
+            if not _failure(engine, e):
                 raise
-            engine.trip()
             results += [(c, e) for c in b.calls]
+    for name, key in engine.policies.reads(results):
+        try:
+            args, kw = _get_policy(client, name, key)
+            engine.policies.store(name, client.execute_command(*args, **kw))
+        except Exception as e:  # no header item for it; the decision stands
+            log.warning("RL.POLICY GET %s failed: %s", name, e)
     return engine.finish(plan, results)
 
 
@@ -495,8 +611,13 @@ async def run_async(engine: Engine, client: Any, plan: Plan) -> Outcome:
         try:
             results += zip(b.calls, b.parse(await client.execute_command(*b.args)))
         except Exception as e:
-            if not is_unavailable(e):
+            if not _failure(engine, e):
                 raise
-            engine.trip()
             results += [(c, e) for c in b.calls]
+    for name, key in engine.policies.reads(results):
+        try:
+            args, kw = _get_policy(client, name, key)
+            engine.policies.store(name, await client.execute_command(*args, **kw))
+        except Exception as e:  # no header item for it; the decision stands
+            log.warning("RL.POLICY GET %s failed: %s", name, e)
     return engine.finish(plan, results)
