@@ -164,7 +164,8 @@ CELL_FLAG  = $(if $(CELL_SO), --cell-so $(CELL_SO))
 # Instructions per call under callgrind, each command vs INCR, SET PX, the floor and its Lua
 # script: stable on a noisy machine (~6 min here under load). Writes bench/results/instructions.txt.
 # Then issue 25's hot-path ratios against their targets (bench/issue25.py, ~1 min idle; alone:
-# python3 bench/issue25.py [--quick]), written to bench/results/issue25.txt.
+# python3 bench/issue25.py [--quick]), written to bench/results/issue25.txt, and issue 26's
+# policy figures (bench/issue26.py [--quick], ~1.5 min) to bench/results/issue26.txt.
 .PHONY: instructions
 instructions: build
 	CELL_SO="$(CELL_SO)" bash bench/instructions.sh

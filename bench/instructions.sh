@@ -171,4 +171,9 @@ if [ ${#filter[@]} -eq 0 ] && [ "${ISSUE25:-1}" != 0 ]; then
   [[ $suffix == -quick ]] || suffix=
   echo "==> instructions: bench/issue25.py (issue 25's ratios, N=$N)" >&2
   python3 bench/issue25.py --module "$MODULE" -n "$N" --file "$(dirname "$OUT")/issue25$suffix.txt"
+  # Issue 26's figures (bench/issue26.py): RL.ALLOW vs RL.GCRA, memory per policy, the
+  # statistics' memory at 1,000,000 keys, rollout shares.
+  echo "==> instructions: bench/issue26.py (issue 26's figures, N=$N)" >&2
+  q=; [[ $suffix == -quick ]] && q=--quick
+  python3 bench/issue26.py --module "$MODULE" -n "$N" $q --out "$(dirname "$OUT")"
 fi

@@ -181,6 +181,11 @@ impl OptSet {
     }
 
     /// The options in both sets.
+    /// These options but those of `other`.
+    pub const fn without(self, other: OptSet) -> OptSet {
+        OptSet(self.0 & !other.0)
+    }
+
     pub const fn and(self, other: OptSet) -> OptSet {
         OptSet(self.0 & other.0)
     }

@@ -455,67 +455,166 @@ impl Stats {
     }
 }
 
-/// A counter of the sketch.
-#[derive(Debug, Clone)]
-struct Slot {
-    hash: u64,
-    count: u64,
-    /// How much of `count` may belong to the keys it replaced (Space-Saving's error).
-    err: u64,
-    /// The key, cut to [`TOP_KEY_BYTES`] (its room is allocated once).
-    key: Vec<u8>,
-}
-
 /// The keys refused most: Space-Saving with [`TOP_SLOTS`] counters (Metwally et al.): a
 /// key not counted takes over the smallest counter and adds one to it. Every key refused
 /// more than `total / TOP_SLOTS` times holds a counter, and a counter overestimates its
 /// key's count by at most its `err`, itself at most `total / TOP_SLOTS`.
-#[derive(Debug, Clone, Default)]
+///
+/// Built for the refused path a flood takes, O(1) a refusal: a key's counter is found
+/// through a small open-addressing index of its hash, and the smallest counter by a cursor
+/// over the counters at the lowest count (counts only grow, so the cursor passes each
+/// counter once per level). A key's bytes are kept only for the reply, in room allocated
+/// once per counter.
+#[derive(Debug, Clone)]
 pub struct TopKeys {
-    slots: Vec<Slot>,
+    /// The hash of each counter's key (meaningful where its count is above 0).
+    hashes: [u64; TOP_SLOTS],
+    /// Each counter's count; 0: free.
+    counts: [u64; TOP_SLOTS],
+    /// How much of each count may belong to the keys it replaced.
+    errs: [u64; TOP_SLOTS],
+    /// Each counter's key, cut to [`TOP_KEY_BYTES`] (allocated when first used).
+    keys: Vec<Vec<u8>>,
+    /// Linear probing by hash: a counter's index + 1, 0 for none.
+    index: [u8; INDEX],
+    /// No count is below it.
+    level: u64,
+    /// Counters before it are above `level`.
+    cursor: usize,
     /// Refusals counted since the reset.
     total: u64,
 }
 
+/// Entries of the index (a power of two, four per counter: short probes).
+const INDEX: usize = 4 * TOP_SLOTS;
+
+impl Default for TopKeys {
+    fn default() -> TopKeys {
+        TopKeys {
+            hashes: [0; TOP_SLOTS],
+            counts: [0; TOP_SLOTS],
+            errs: [0; TOP_SLOTS],
+            keys: Vec::new(),
+            index: [0; INDEX],
+            level: 0,
+            cursor: 0,
+            total: 0,
+        }
+    }
+}
+
 impl TopKeys {
+    /// The index position of counter `slot` (which holds a key), or of the key with `hash`
+    /// and bytes `cut`: `(position, Some(counter))` when found, else the free position
+    /// that ends the probe.
+    fn probe(&self, hash: u64, want: impl Fn(usize) -> bool) -> (usize, Option<usize>) {
+        let mut i = hash as usize & (INDEX - 1);
+        for _ in 0..INDEX {
+            match self.index.get(i) {
+                Some(&e) if e > 0 => {
+                    let slot = usize::from(e - 1);
+                    if want(slot) {
+                        return (i, Some(slot));
+                    }
+                }
+                _ => return (i, None),
+            }
+            i = (i + 1) & (INDEX - 1);
+        }
+        (i, None)
+    }
+
+    /// Removes counter `slot`'s entry (backward-shift deletion keeps every probe whole).
+    fn unindex(&mut self, slot: usize) {
+        let hash = self.hashes.get(slot).copied().unwrap_or(0);
+        let (mut hole, found) = self.probe(hash, |s| s == slot);
+        if found.is_none() {
+            return;
+        }
+        let mut j = hole;
+        loop {
+            j = (j + 1) & (INDEX - 1);
+            let e = self.index.get(j).copied().unwrap_or(0);
+            if e == 0 {
+                break;
+            }
+            let home = self.hashes.get(usize::from(e - 1)).copied().unwrap_or(0) as usize
+                & (INDEX - 1);
+            // The entry at j may move to the hole if its home is not cyclically in (hole, j].
+            let between = if hole <= j {
+                hole < home && home <= j
+            } else {
+                hole < home || home <= j
+            };
+            if !between {
+                if let Some(d) = self.index.get_mut(hole) {
+                    *d = e;
+                }
+                hole = j;
+            }
+        }
+        if let Some(d) = self.index.get_mut(hole) {
+            *d = 0;
+        }
+    }
+
+    /// A counter with the smallest count.
+    #[inline]
+    fn smallest(&mut self) -> usize {
+        loop {
+            while let Some(&c) = self.counts.get(self.cursor) {
+                if c == self.level {
+                    return self.cursor;
+                }
+                self.cursor += 1;
+            }
+            self.next_level();
+        }
+    }
+
+    /// Every counter is above the level: the next level is the smallest count (once per
+    /// level; apart, so the compiler does not compute it on every call).
+    #[cold]
+    #[inline(never)]
+    fn next_level(&mut self) {
+        self.level = self.counts.iter().copied().min().unwrap_or(0);
+        self.cursor = 0;
+    }
+
     pub fn add(&mut self, key: &[u8]) {
         self.total += 1;
         let hash = fnv1a(key);
         let cut = key.get(..TOP_KEY_BYTES).unwrap_or(key);
-        if let Some(s) = self
-            .slots
-            .iter_mut()
-            .find(|s| s.hash == hash && s.count > 0 && s.key == cut)
-        {
-            s.count += 1;
+        let (_, found) = self.probe(hash, |s| {
+            self.hashes.get(s) == Some(&hash) && self.keys.get(s).is_some_and(|k| k[..] == *cut)
+        });
+        if let Some(c) = found.and_then(|s| self.counts.get_mut(s)) {
+            *c += 1;
             return;
         }
-        // A free counter: one never used (allocated once), or one emptied by a reset.
-        if let Some(s) = self.slots.iter_mut().find(|s| s.count == 0) {
-            s.hash = hash;
-            s.count = 1;
-            s.err = 0;
-            s.key.clear();
-            s.key.extend_from_slice(cut);
-            return;
+        let slot = self.smallest();
+        if self.counts.get(slot).is_some_and(|&c| c > 0) {
+            self.unindex(slot);
         }
-        if self.slots.len() < TOP_SLOTS {
-            let mut k = Vec::with_capacity(TOP_KEY_BYTES);
-            k.extend_from_slice(cut);
-            self.slots.push(Slot {
-                hash,
-                count: 1,
-                err: 0,
-                key: k,
-            });
-            return;
+        while self.keys.len() <= slot {
+            self.keys.push(Vec::with_capacity(TOP_KEY_BYTES));
         }
-        if let Some(min) = self.slots.iter_mut().min_by_key(|s| s.count) {
-            min.err = min.count;
-            min.count += 1;
-            min.hash = hash;
-            min.key.clear();
-            min.key.extend_from_slice(cut);
+        let (Some(c), Some(e), Some(h), Some(k)) = (
+            self.counts.get_mut(slot),
+            self.errs.get_mut(slot),
+            self.hashes.get_mut(slot),
+            self.keys.get_mut(slot),
+        ) else {
+            return;
+        };
+        *e = *c;
+        *c += 1;
+        *h = hash;
+        k.clear();
+        k.extend_from_slice(cut);
+        let (free, _) = self.probe(hash, |_| false);
+        if let (Some(d), Ok(v)) = (self.index.get_mut(free), u8::try_from(slot + 1)) {
+            *d = v;
         }
     }
 
@@ -523,10 +622,11 @@ impl TopKeys {
     /// count, an upper bound of its refusals (at most [`TopKeys::error_bound`] above them).
     pub fn top(&self, n: usize) -> Vec<(&[u8], u64)> {
         let mut v: Vec<(&[u8], u64)> = self
-            .slots
+            .counts
             .iter()
-            .filter(|s| s.count > 0)
-            .map(|s| (&s.key[..], s.count))
+            .zip(&self.keys)
+            .filter(|(&c, _)| c > 0)
+            .map(|(&c, k)| (&k[..], c))
             .collect();
         v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
         v.truncate(n);
@@ -538,23 +638,25 @@ impl TopKeys {
         self.total
     }
 
-    /// The most any count shown may exceed the key's true count: `total / TOP_SLOTS`
-    /// (0 while fewer than [`TOP_SLOTS`] keys were refused).
+    /// The most any count shown may exceed the key's true count: `total / TOP_SLOTS` at
+    /// most (0 while no counter was taken over).
     pub fn error_bound(&self) -> u64 {
-        self.slots.iter().map(|s| s.err).max().unwrap_or(0)
+        let live = self.errs.iter().zip(&self.counts).filter(|(_, &c)| c > 0);
+        live.map(|(&e, _)| e).max().unwrap_or(0)
     }
 
-    /// Heap bytes held.
+    /// Heap bytes held (the arrays are inline).
     pub fn heap_bytes(&self) -> usize {
-        self.slots.capacity() * std::mem::size_of::<Slot>()
-            + self.slots.iter().map(|s| s.key.capacity()).sum::<usize>()
+        self.keys.capacity() * std::mem::size_of::<Vec<u8>>()
+            + self.keys.iter().map(|k| k.capacity()).sum::<usize>()
     }
 
     fn cleared(mut self) -> TopKeys {
-        for s in &mut self.slots {
-            s.count = 0;
-            s.err = 0;
-        }
+        self.counts = [0; TOP_SLOTS];
+        self.errs = [0; TOP_SLOTS];
+        self.index = [0; INDEX];
+        self.level = 0;
+        self.cursor = 0;
         self.total = 0;
         self
     }
@@ -569,6 +671,12 @@ impl Hasher for NameHasher {
         self.0
     }
 
+    #[inline]
+    fn write_usize(&mut self, n: usize) {
+        self.0 = (self.0.rotate_left(5) ^ n as u64).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+
+    #[inline]
     fn write(&mut self, bytes: &[u8]) {
         for chunk in bytes.chunks(8) {
             let mut w = [0u8; 8];
@@ -868,6 +976,67 @@ mod tests {
         assert_eq!(registry().len(), 2, "a refused payload changes nothing");
         assert!(load_all(&[]));
         assert!(registry().is_empty());
+    }
+
+    /// The sketch against a plain Space-Saving (scans for everything), on streams with
+    /// hash collisions forced by few distinct keys and many.
+    #[test]
+    fn top_keys_match_a_plain_space_saving() {
+        use proptest::prelude::*;
+        let mut runner = proptest::test_runner::TestRunner::default();
+        runner
+            .run(&proptest::collection::vec(0u16..300, 0..3000), |stream| {
+                let mut t = TopKeys::default();
+                // key -> (count, err); the plain one's counters.
+                let mut plain: Vec<(Vec<u8>, u64, u64)> = Vec::new();
+                for (n, k) in stream.iter().enumerate() {
+                    if n % 997 == 996 {
+                        t = t.cleared();
+                        plain.clear();
+                    }
+                    let key = format!("k{k}").into_bytes();
+                    t.add(&key);
+                    if let Some(e) = plain.iter_mut().find(|e| e.0 == key) {
+                        e.1 += 1;
+                    } else if plain.len() < TOP_SLOTS {
+                        plain.push((key, 1, 0));
+                    } else {
+                        let m = plain.iter().map(|e| e.1).min().unwrap();
+                        let e = plain.iter_mut().find(|e| e.1 == m).unwrap();
+                        *e = (key, m + 1, m);
+                    }
+                }
+                // The same counters: both take the first smallest one (the cursor passed
+                // only counters above the lowest count).
+                for (slot, e) in plain.iter().enumerate() {
+                    prop_assert_eq!(&t.keys[slot], &e.0);
+                    prop_assert_eq!((t.counts[slot], t.errs[slot]), (e.1, e.2));
+                }
+                prop_assert_eq!(t.counts.iter().filter(|&&c| c > 0).count(), plain.len());
+                // Every counted key is found again through the index.
+                for (slot, k) in t.keys.iter().enumerate() {
+                    if t.counts[slot] > 0 {
+                        let h = fnv1a(k);
+                        let (_, f) = t.probe(h, |s| s == slot);
+                        prop_assert_eq!(f, Some(slot));
+                    }
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    /// Instructions of the refused path's sketch update, under callgrind (not a test):
+    /// `valgrind --tool=callgrind <test binary> sketch_cost --ignored`.
+    #[test]
+    #[ignore]
+    fn sketch_cost() {
+        let keys: Vec<Vec<u8>> = (0..1000).map(|i| format!("r:{i}").into_bytes()).collect();
+        let mut t = TopKeys::default();
+        for i in 0..200_000 {
+            t.add(std::hint::black_box(&keys[i % 1000]));
+        }
+        assert_eq!(t.total(), 200_000);
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! persisted in RDB by the data type's auxiliary callbacks (`datatype.rs`).
 
 use super::rate::staggered;
-use super::{count, reply_outcome, request_in, Decided};
+use super::{reply_outcome, request_in, Decided};
 use crate::args::positive;
 use crate::clock;
 use crate::error::{Error, APPLY_INTERNAL};
@@ -390,22 +390,28 @@ pub struct Resolved {
 /// The version of policy `name` that applies to `key`, with the stagger applied.
 pub fn resolve(reg: &Registry, name: &[u8], key: &RStr) -> Result<Resolved, Error> {
     let p = reg.get(name).ok_or_else(|| no_such(name))?;
-    let v = p.version_for(rm::bytes(key));
-    let rule = if v.rule.stagger {
-        staggered(v.compiled, key)
-    } else {
-        v.compiled
-    };
-    Ok(Resolved {
-        rule,
-        shadow: v.shadow,
-        block_ms: v.rule.block_ms,
-        limit_name: v.rule.algo.spec().args.first().copied().unwrap_or("limit"),
-        algo: v.rule.algo,
-    })
+    Ok(Resolved::of(p, key))
 }
 
 impl Resolved {
+    /// The version of `p` that applies to `key`, with the stagger applied.
+    #[inline]
+    pub fn of(p: &Policy, key: &RStr) -> Resolved {
+        let v = p.version_for(rm::bytes(key));
+        let rule = if v.rule.stagger {
+            staggered(v.compiled, key)
+        } else {
+            v.compiled
+        };
+        Resolved {
+            rule,
+            shadow: v.shadow,
+            block_ms: v.rule.block_ms,
+            limit_name: v.rule.algo.spec().args.first().copied().unwrap_or("limit"),
+            algo: v.rule.algo,
+        }
+    }
+
     /// The request the caller's options make, with the policy's `BLOCK` on a spend.
     pub fn request(&self, opts: crate::options::Opts) -> Request {
         let mut req = opts.request();
@@ -437,28 +443,31 @@ pub fn count_stats(
     out: &Outcome,
     shadow_refusal: bool,
 ) {
+    if let Some(p) = reg.get_mut(name) {
+        count(p, key, req, out, shadow_refusal);
+    }
+}
+
+/// Counts a decided request in `p`'s statistics (committed spends only).
+#[inline]
+fn count(p: &mut Policy, key: &RStr, req: &Request, out: &Outcome, shadow_refusal: bool) {
     let Ask::Spend(cost) = req.ask else { return };
     if cost == 0 || !req.commit {
         return;
     }
-    if let Some(p) = reg.get_mut(name) {
-        let units = out.granted.unwrap_or(cost);
-        let admitted = out.decision.allowed && !shadow_refusal;
-        p.stats
-            .count(rm::bytes(key), admitted, shadow_refusal, units);
-    }
+    let units = out.granted.unwrap_or(cost);
+    let admitted = out.decision.allowed && !shadow_refusal;
+    p.stats
+        .count(rm::bytes(key), admitted, shadow_refusal, units);
 }
 
 /// The options RL.ALLOW takes for a version of `algo`: its command's, but the rule-level
 /// STAGGER and BLOCK, which the policy sets.
+#[inline]
 fn allow_options(algo: Algo) -> OptSet {
-    let mut s = OptSet::of(&[]);
-    for o in algo.spec().options.iter() {
-        if o != Opt::Stagger && o != Opt::Block {
-            s = s.with(o);
-        }
-    }
-    s
+    algo.spec()
+        .options
+        .without(OptSet::of(&[Opt::Stagger, Opt::Block]))
 }
 
 /// `RL.ALLOW key policy [COST n | REFUND n] [DRYRUN] [PARTIAL] [RESERVE r]`: the policy's
@@ -469,16 +478,18 @@ pub fn allow(ctx: Ctx, args: &[RStr]) -> Result<Decided, Error> {
     };
     let name = rm::bytes(name_arg);
     let mut reg = registry();
-    let r = resolve(&reg, name, key)?;
+    // One lookup: the policy decides, then counts.
+    let p = reg.get_mut(name).ok_or_else(|| no_such(name))?;
+    let r = Resolved::of(p, key);
     let opts = options(rest, r.rule.limit(), r.limit_name, allow_options(r.algo))?;
     let req = r.request(opts);
     let mut txn = Txn::open(ctx, key, req.commit, clock::now_us());
     let mut out = request_in(&mut txn, &r.rule, &req, Other::Restart)?;
     let shadow = r.shadow(&req, &mut out);
-    count_stats(&mut reg, name, key, &req, &out, shadow);
+    count(p, key, &req, &out, shadow);
     drop(reg);
     reply_outcome(ctx, &out);
-    Ok(count(&req, &out))
+    Ok(super::count(&req, &out))
 }
 
 /// RL.ALL's `POLICY name [COST n] [RESERVE r]` rule for `key`, at the front of `a` (after
