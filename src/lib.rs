@@ -34,6 +34,7 @@ pub mod state;
 pub mod stats;
 pub mod table;
 pub mod txn;
+pub mod wait;
 
 use config::{ACQUIRE_MAX_LIMIT, LOG_MAX_LIMIT, TEST_CLOCK};
 use redis_module::configuration::ConfigurationFlags;
@@ -60,6 +61,11 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     // Policies are node data: a whole dataset loaded (RDB, AOF, a full sync) brings its own.
     if !rm::on_loading(ctx.ctx, policy::clear) {
         ctx.log_warning("ratelimit: cannot subscribe to loading events");
+        return Status::Err;
+    }
+    // WAIT: blocked clients, their timers, and the events that wake them.
+    if !wait::init(ctx.ctx) {
+        ctx.log_warning("ratelimit: cannot subscribe to the events WAIT needs");
         return Status::Err;
     }
     // Replaces the INFO callback the framework registered with this module's sections.
@@ -91,6 +97,8 @@ redis_module! {
         i64: [
             ["log-max-limit", &LOG_MAX_LIMIT, 10_000, 1, 1_000_000, ConfigurationFlags::DEFAULT, None],
             ["acquire-max-limit", &ACQUIRE_MAX_LIMIT, 10_000, 1, 1_000_000, ConfigurationFlags::DEFAULT, None],
+            ["max-waiters-per-key", &wait::MAX_PER_KEY, 1000, 0, 1_000_000, ConfigurationFlags::DEFAULT, None],
+            ["max-waiters", &wait::MAX_TOTAL, 100_000, 0, 10_000_000, ConfigurationFlags::DEFAULT, None],
         ],
         string: [],
         bool: [

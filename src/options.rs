@@ -69,6 +69,7 @@ pub enum Opt {
     Block,
     Stagger,
     DryRun,
+    Wait,
 }
 
 /// What follows an option's keyword.
@@ -82,6 +83,8 @@ pub enum Value {
     AtLeast1(&'static str),
     /// A span of time in ms, at least 1 and at most `MAX_SPAN_MS`.
     SpanMs(&'static str),
+    /// An integer from 0 to the given bound.
+    UpTo(&'static str, u64),
 }
 
 impl Value {
@@ -89,7 +92,9 @@ impl Value {
     pub const fn name(self) -> Option<&'static str> {
         match self {
             Value::Flag => None,
-            Value::AtLeast0(n) | Value::AtLeast1(n) | Value::SpanMs(n) => Some(n),
+            Value::AtLeast0(n) | Value::AtLeast1(n) | Value::SpanMs(n) | Value::UpTo(n, _) => {
+                Some(n)
+            }
         }
     }
 }
@@ -110,8 +115,11 @@ const _: () = {
     }
 };
 
+/// The largest `WAIT` (a day), in ms.
+pub const MAX_WAIT_MS: u64 = 86_400_000;
+
 /// Every option, in [`Opt`] order.
-pub const OPTIONS: [OptSpec; 7] = [
+pub const OPTIONS: [OptSpec; 8] = [
     OptSpec {
         opt: Opt::Cost,
         word: "COST",
@@ -146,6 +154,11 @@ pub const OPTIONS: [OptSpec; 7] = [
         opt: Opt::DryRun,
         word: "DRYRUN",
         value: Value::Flag,
+    },
+    OptSpec {
+        opt: Opt::Wait,
+        word: "WAIT",
+        value: Value::UpTo("wait_ms", MAX_WAIT_MS),
     },
 ];
 
@@ -204,6 +217,7 @@ pub const RATE: OptSet = OptSet::of(&[
     Opt::Reserve,
     Opt::Block,
     Opt::DryRun,
+    Opt::Wait,
 ]);
 
 /// The options an RL.ALL rule may take, where its algorithm takes them (RL.ALL takes DRYRUN
@@ -246,6 +260,8 @@ pub struct Opts {
     pub block_ms: u64,
     pub stagger: bool,
     pub dryrun: bool,
+    /// `WAIT ms`: block until admitted, at most this long (None: not given).
+    pub wait_ms: Option<u64>,
 }
 
 impl Opts {
@@ -257,6 +273,7 @@ impl Opts {
         block_ms: 0,
         stagger: false,
         dryrun: false,
+        wait_ms: None,
     };
 
     /// The options `g` make for a rule whose limit is `limit` (named `limit_name` in
@@ -280,7 +297,12 @@ impl Opts {
             block_ms: g.get(Opt::Block).unwrap_or(0),
             stagger: g.has(Opt::Stagger),
             dryrun: g.has(Opt::DryRun),
+            wait_ms: g.get(Opt::Wait),
         };
+        // A penalty and a wait do not go together.
+        if opts.wait_ms.is_some() && opts.block_ms > 0 {
+            return Err(ParamError::Syntax);
+        }
         check(&opts.request(), limit, limit_name)?;
         Ok(opts)
     }
@@ -367,6 +389,11 @@ fn option_value<W: Word>(spec: &OptSpec, arg: Option<&W>) -> Result<u64, ParamEr
         Value::AtLeast0(name) => u64::try_from(int()?).map_err(|_| ParamError::Negative(name)),
         Value::AtLeast1(name) => at_least_1(name),
         Value::SpanMs(name) => span(at_least_1(name)?, name),
+        Value::UpTo(name, max) => match u64::try_from(int()?) {
+            Err(_) => Err(ParamError::Negative(name)),
+            Ok(v) if v > max => Err(ParamError::AtMost(name, max)),
+            Ok(v) => Ok(v),
+        },
     }
 }
 

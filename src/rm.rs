@@ -893,3 +893,247 @@ unsafe extern "C" fn copy<T: DataType>(
         None => ptr::null_mut(),
     }
 }
+
+// ---- Blocked clients, timers and events (`WAIT`: `wait.rs`).
+
+/// A string the module owns (not tied to a call): a waiting client's key name.
+pub struct OwnedStr(RStr);
+
+impl OwnedStr {
+    /// A copy of `bytes` (None if the server cannot make one).
+    pub fn new(bytes: &[u8]) -> Option<OwnedStr> {
+        let s = api!(RedisModule_CreateString(ptr::null_mut(), bytes.as_ptr().cast(), bytes.len()) else ptr::null_mut());
+        (!s.is_null()).then_some(OwnedStr(RStr(s)))
+    }
+}
+
+// SAFETY: the string is the module's own (no context, no auto-memory): the server's string
+// functions may be called on it from any thread that holds the module's lock, and the
+// module only touches it from the main thread (the waiters' registry is behind a mutex).
+unsafe impl Send for OwnedStr {}
+
+impl std::ops::Deref for OwnedStr {
+    type Target = RStr;
+    fn deref(&self) -> &RStr {
+        &self.0
+    }
+}
+
+impl Drop for OwnedStr {
+    fn drop(&mut self) {
+        // Created with no context (`new`): freed with none.
+        api!(RedisModule_FreeString(ptr::null_mut(), self.0 .0) else ());
+    }
+}
+
+/// A blocked client's handle (`RedisModule_BlockClient`), passed back to the server only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BlockedClient(*mut raw::RedisModuleBlockedClient);
+
+// SAFETY: a blocked client's handle is made to be passed between threads (the server's
+// own API: `RedisModule_UnblockClient` may be called from any thread); the module passes it
+// back to the server only.
+unsafe impl Send for BlockedClient {}
+
+/// Frees a blocked client's handle after a timeout or a disconnection (the server frees it
+/// once the module unblocks it; there is no one left to reply to).
+pub fn release_blocked(bc: BlockedClient) {
+    api!(RedisModule_UnblockClient(bc.0, ptr::null_mut()) else ERR);
+}
+
+/// What the server calls for a blocked client: its reply once unblocked with a value
+/// ([`unblock`]), its reply on a timeout or `CLIENT UNBLOCK`, and on disconnection.
+pub struct BlockHandlers {
+    pub reply: fn(Ctx, Option<&(dyn std::any::Any + 'static)>) -> c_int,
+    pub timeout: fn(Ctx, BlockedClient) -> c_int,
+    pub disconnected: fn(BlockedClient),
+}
+
+static BLOCK_HANDLERS: AtomicPtr<BlockHandlers> = AtomicPtr::new(ptr::null_mut());
+
+/// Sets what blocked clients call (once, at load: `handlers` lives for the program).
+pub fn set_block_handlers(handlers: &'static BlockHandlers) {
+    BLOCK_HANDLERS.store(ptr::from_ref(handlers).cast_mut(), Ordering::Relaxed);
+}
+
+fn block_handlers() -> Option<&'static BlockHandlers> {
+    // SAFETY: only `set_block_handlers` stores here, a `&'static BlockHandlers`.
+    unsafe { BLOCK_HANDLERS.load(Ordering::Relaxed).as_ref() }
+}
+
+/// Blocks the calling client with no server timeout (the module times it out on its own
+/// clock); None if the server cannot block it here.
+pub fn block_client(ctx: Ctx) -> Option<BlockedClient> {
+    let bc = api!(RedisModule_BlockClient(ctx, Some(block_reply), Some(block_timeout), Some(block_free), 0) else ptr::null_mut());
+    if bc.is_null() {
+        return None;
+    }
+    api!(RedisModule_SetDisconnectCallback(bc, Some(block_disconnected)) else ());
+    Some(BlockedClient(bc))
+}
+
+/// Unblocks `bc`: the server then calls the reply handler with `value`.
+pub fn unblock<T: std::any::Any>(bc: BlockedClient, value: T) {
+    let boxed: Box<Box<dyn std::any::Any>> = Box::new(Box::new(value));
+    let p = Box::into_raw(boxed);
+    if api!(RedisModule_UnblockClient(bc.0, p.cast()) else ERR) != OK {
+        // SAFETY: the server did not take it: still ours, from `Box::into_raw` above.
+        drop(unsafe { Box::from_raw(p) });
+    }
+}
+
+/// The blocked client a reply or timeout callback is about.
+pub fn blocked_handle(ctx: Ctx) -> BlockedClient {
+    BlockedClient(api!(RedisModule_GetBlockedClientHandle(ctx) else ptr::null_mut()))
+}
+
+unsafe extern "C" fn block_reply(
+    ctx: Ctx,
+    _argv: *mut *mut raw::RedisModuleString,
+    _argc: c_int,
+) -> c_int {
+    let p = api!(RedisModule_GetBlockedClientPrivateData(ctx) else ptr::null_mut());
+    // SAFETY: a private value is only ever set by `unblock`: a `Box<Box<dyn Any>>`, alive
+    // until `block_free`, after this callback.
+    let value = unsafe { p.cast::<Box<dyn std::any::Any>>().as_ref() }.map(|b| &**b);
+    let run = || block_handlers().map_or(OK, |h| (h.reply)(ctx, value));
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)).unwrap_or(OK)
+}
+
+unsafe extern "C" fn block_timeout(
+    ctx: Ctx,
+    _argv: *mut *mut raw::RedisModuleString,
+    _argc: c_int,
+) -> c_int {
+    let bc = blocked_handle(ctx);
+    let run = || block_handlers().map_or(OK, |h| (h.timeout)(ctx, bc));
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)).unwrap_or(OK)
+}
+
+unsafe extern "C" fn block_free(_ctx: Ctx, privdata: *mut c_void) {
+    if !privdata.is_null() {
+        // SAFETY: set by `unblock` from `Box::into_raw`; the server frees it once, here.
+        drop(unsafe { Box::from_raw(privdata.cast::<Box<dyn std::any::Any>>()) });
+    }
+}
+
+unsafe extern "C" fn block_disconnected(_ctx: Ctx, bc: *mut raw::RedisModuleBlockedClient) {
+    let run = || {
+        if let Some(h) = block_handlers() {
+            (h.disconnected)(BlockedClient(bc));
+        }
+    };
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run));
+}
+
+/// The database a call runs in.
+pub fn selected_db(ctx: Ctx) -> c_int {
+    api!(RedisModule_GetSelectedDb(ctx) else 0)
+}
+
+/// Selects database `db` for the rest of a timer's or event's context.
+pub fn select_db(ctx: Ctx, db: c_int) -> bool {
+    api!(RedisModule_SelectDb(ctx, db) else ERR) == OK
+}
+
+/// What [`create_timer`] calls, with the timer's `u64` value.
+static TIMER_FN: AtomicPtr<()> = AtomicPtr::new(ptr::null_mut());
+
+/// Sets the function every timer calls (once, at load).
+pub fn set_timer_fn(f: fn(Ctx, u64)) {
+    TIMER_FN.store(f as *mut (), Ordering::Relaxed);
+}
+
+/// Calls the timer function with `value` in `ms` ms (a context that may open keys and
+/// propagate: the server propagates what it replicates when the callback returns).
+pub fn create_timer(ctx: Ctx, ms: u64, value: u64) -> u64 {
+    let ms = i64::try_from(ms).unwrap_or(i64::MAX);
+    api!(RedisModule_CreateTimer(ctx, ms, Some(timer_callback), value as usize as *mut c_void) else 0)
+}
+
+/// Stops a timer that has not fired.
+pub fn stop_timer(ctx: Ctx, id: u64) {
+    api!(RedisModule_StopTimer(ctx, id, ptr::null_mut()) else ERR);
+}
+
+unsafe extern "C" fn timer_callback(ctx: Ctx, data: *mut c_void) {
+    let f = TIMER_FN.load(Ordering::Relaxed);
+    if f.is_null() {
+        return;
+    }
+    // SAFETY: only `set_timer_fn` stores here, and it stores a `fn(Ctx, u64)`.
+    let f: fn(Ctx, u64) = unsafe { std::mem::transmute::<*mut (), fn(Ctx, u64)>(f) };
+    let run = || f(ctx, data as usize as u64);
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run));
+}
+
+/// What [`on_key_gone`] calls.
+static KEY_GONE_FN: AtomicPtr<()> = AtomicPtr::new(ptr::null_mut());
+
+/// Calls `f(ctx, key)` when a key is deleted, expires or is evicted (keyspace events `g`,
+/// `x`, `e`; the callback may not write: it may create a timer).
+pub fn on_key_gone(ctx: Ctx, f: fn(Ctx, &RStr)) -> bool {
+    KEY_GONE_FN.store(f as *mut (), Ordering::Relaxed);
+    let types = (raw::REDISMODULE_NOTIFY_GENERIC
+        | raw::REDISMODULE_NOTIFY_EXPIRED
+        | raw::REDISMODULE_NOTIFY_EVICTED) as c_int;
+    api!(RedisModule_SubscribeToKeyspaceEvents(ctx, types, Some(key_gone_callback)) else ERR) == OK
+}
+
+unsafe extern "C" fn key_gone_callback(
+    ctx: Ctx,
+    _type: c_int,
+    event: *const std::ffi::c_char,
+    key: *mut raw::RedisModuleString,
+) -> c_int {
+    let f = KEY_GONE_FN.load(Ordering::Relaxed);
+    if f.is_null() || key.is_null() || event.is_null() {
+        return OK;
+    }
+    // SAFETY: the server passes a zero-terminated event name, alive during the callback.
+    let event = unsafe { CStr::from_ptr(event) }.to_bytes();
+    // Generic events that remove a key (not `expire`, `rename_to`, ...).
+    if !matches!(
+        event,
+        b"del" | b"expired" | b"evicted" | b"rename_from" | b"move_from"
+    ) {
+        return OK;
+    }
+    // SAFETY: only `on_key_gone` stores here, a `fn(Ctx, &RStr)`.
+    let f: fn(Ctx, &RStr) = unsafe { std::mem::transmute::<*mut (), fn(Ctx, &RStr)>(f) };
+    let k = RStr(key);
+    let run = || f(ctx, &k);
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run));
+    // `k` borrows the server's string (an `RStr` frees nothing).
+    OK
+}
+
+/// What [`on_role_change`] calls.
+static ROLE_FN: AtomicPtr<()> = AtomicPtr::new(ptr::null_mut());
+
+/// Calls `f(ctx, became_replica)` when the server turns replica or primary.
+pub fn on_role_change(ctx: Ctx, f: fn(Ctx, bool)) -> bool {
+    ROLE_FN.store(f as *mut (), Ordering::Relaxed);
+    let event = raw::RedisModuleEvent {
+        id: raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
+        dataver: 1,
+    };
+    api!(RedisModule_SubscribeToServerEvent(ctx, event, Some(role_callback)) else ERR) == OK
+}
+
+unsafe extern "C" fn role_callback(
+    ctx: Ctx,
+    _event: raw::RedisModuleEvent,
+    sub: u64,
+    _data: *mut c_void,
+) {
+    let f = ROLE_FN.load(Ordering::Relaxed);
+    if f.is_null() {
+        return;
+    }
+    // SAFETY: only `on_role_change` stores here, a `fn(Ctx, bool)`.
+    let f: fn(Ctx, bool) = unsafe { std::mem::transmute::<*mut (), fn(Ctx, bool)>(f) };
+    let replica = sub == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_REPLICA;
+    let run = || f(ctx, replica);
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run));
+}

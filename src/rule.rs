@@ -232,6 +232,7 @@ impl Rule {
                     granted: req.partial.then_some(0),
                     wrote: false,
                     events: Event::Blocked.bit(),
+                    waited: None,
                 };
                 let wanted = now_us.saturating_add(req.block_ms.saturating_mul(US_PER_MS));
                 if req.block_ms > 0 && wanted > b.until_us && req.commit {
@@ -357,6 +358,7 @@ impl Rule {
             granted: None,
             wrote,
             events: 0,
+            waited: None,
         }
     }
 }

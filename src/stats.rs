@@ -120,3 +120,12 @@ pub fn info<'a>(ctx: InfoCtx, commands: impl IntoIterator<Item = (&'a str, &'a C
         field_u64(ctx, name, c.load(Relaxed));
     }
 }
+
+/// `INFO ratelimit`'s `wait` section: clients waiting now (`WAIT`), waits begun, admitted
+/// after waiting, timed out (or unblocked, or gone), refused at once for the bounds.
+pub fn info_wait(ctx: InfoCtx, counters: [(&str, u64); 5]) {
+    rm::info_section(ctx, c"wait");
+    for (name, v) in counters {
+        field_u64(ctx, name, v);
+    }
+}

@@ -286,4 +286,16 @@ pub fn info(ctx: InfoCtx, _for_crash_report: bool) {
         .map(|(c, s)| (c.stat_name(), s))
         .collect();
     stats::info(ctx, named.iter().map(|(n, s)| (n.as_str(), *s)));
+    use crate::wait;
+    use std::sync::atomic::Ordering::Relaxed;
+    stats::info_wait(
+        ctx,
+        [
+            ("waiting_clients", wait::waiting()),
+            ("waits_started", wait::STARTED.load(Relaxed)),
+            ("waits_admitted", wait::ADMITTED.load(Relaxed)),
+            ("waits_timed_out", wait::TIMED_OUT.load(Relaxed)),
+            ("waits_refused_bounds", wait::OVER_BOUNDS.load(Relaxed)),
+        ],
+    );
 }

@@ -233,6 +233,7 @@ impl<'a> Txn<'a> {
                 if !matches!(datatype::holds(&mut self.key), Holds::Empty) {
                     self.key.delete();
                     propagate::del(self.ctx, self.name);
+                    crate::wait::touched(self.ctx, self.name);
                 }
                 return Ok(());
             }
@@ -261,6 +262,8 @@ impl<'a> Txn<'a> {
             (Effect::Verbatim(_), Some(b)) => b.verbatim = true,
             (Effect::Verbatim(_), None) => rm::replicate_verbatim(self.ctx),
         }
+        // A write may free room for the key's waiters.
+        crate::wait::touched(self.ctx, self.name);
         Ok(())
     }
 }

@@ -27,7 +27,7 @@ pub mod rule;
 #[path = "../../src/state.rs"]
 pub mod state;
 
-use algo::{gcra, lease, window, Decision, MAX_SPAN_MS, MAX_TIME_MS, US_PER_MS};
+use algo::{lease, window, Decision, MAX_SPAN_MS, MAX_TIME_MS, US_PER_MS};
 use arbitrary::{Result, Unstructured};
 use rule::{BucketAlgo, BucketRule, Extra, Outcome, Rule, WindowAlgo, WindowRule};
 use state::{Algo, State};

@@ -116,4 +116,6 @@ pub struct Outcome {
     pub wrote: bool,
     /// What happened, for the counters ([`Event`] bits).
     pub events: u8,
+    /// `WAIT`: the ms the client waited (the reply's last field); set by the command layer.
+    pub waited: Option<u64>,
 }

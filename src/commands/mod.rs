@@ -85,7 +85,7 @@ pub fn reply_decision(ctx: Ctx, d: &Decision, extra_fields: usize) {
 /// Replies an outcome: the five fields, the command's extra field if any (QUEUE's
 /// `delay_ms`, ACQUIRE's `token`), then `granted` for a PARTIAL request.
 pub fn reply_outcome(ctx: Ctx, o: &Outcome) {
-    let more = usize::from(o.granted.is_some());
+    let more = usize::from(o.granted.is_some()) + usize::from(o.waited.is_some());
     match o.extra {
         Extra::None => reply_decision(ctx, &o.decision, more),
         Extra::Delay(ms) => {
@@ -111,6 +111,9 @@ pub fn reply_outcome(ctx: Ctx, o: &Outcome) {
     if let Some(g) = o.granted {
         rm::reply_u64(ctx, g);
     }
+    if let Some(w) = o.waited {
+        rm::reply_u64(ctx, w);
+    }
 }
 
 /// Counts the events of a decided request, and says whether it was decided: admitted or
@@ -126,7 +129,35 @@ pub fn count(req: &Request, o: &Outcome) -> Decided {
 #[inline(always)]
 pub fn run(ctx: Ctx, name: &RStr, rule: &Rule, req: &Request) -> Result<Outcome, Error> {
     let mut txn = Txn::open(ctx, name, req.commit, clock::now_us());
+    if crate::wait::any() {
+        // Behind the key's waiters, if it has any.
+        let req = crate::wait::behind_waiters(ctx, name, req);
+        return request(&mut txn, rule, &req);
+    }
     request(&mut txn, rule, req)
+}
+
+/// A decided request with `WAIT ms` (`wait_ms`): refused, it blocks the client (true: the
+/// reply comes later) where the client can block; else it is answered now, with
+/// `waited_ms` 0.
+pub fn wait_or_reply(
+    ctx: Ctx,
+    key: &RStr,
+    wait: &crate::wait::Wait,
+    out: &mut Outcome,
+    now_us: u64,
+) -> bool {
+    if !out.decision.allowed
+        && wait.wait_ms > 0
+        && matches!(wait.req.ask, Ask::Spend(c) if c > 0)
+        && wait.req.commit
+        && crate::wait::can_block(ctx)
+        && crate::wait::enqueue(ctx, key, wait, now_us, out)
+    {
+        return true;
+    }
+    out.waited = Some(0);
+    false
 }
 
 /// [`run`] on an open key.

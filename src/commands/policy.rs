@@ -483,11 +483,25 @@ pub fn allow(ctx: Ctx, args: &[RStr]) -> Result<Decided, Error> {
     let r = Resolved::of(p, key);
     let opts = options(rest, r.rule.limit(), r.limit_name, allow_options(r.algo))?;
     let req = r.request(opts);
-    let mut txn = Txn::open(ctx, key, req.commit, clock::now_us());
-    let mut out = request_in(&mut txn, &r.rule, &req, Other::Restart)?;
+    let now = clock::now_us();
+    let mut txn = Txn::open(ctx, key, req.commit, now);
+    let behind = crate::wait::behind_waiters(ctx, key, &req);
+    let mut out = request_in(&mut txn, &r.rule, &behind, Other::Restart)?;
+    drop(txn);
     let shadow = r.shadow(&req, &mut out);
     count(p, key, &req, &out, shadow);
     drop(reg);
+    if let Some(wait_ms) = opts.wait_ms {
+        let wait = crate::wait::Wait {
+            rule: &r.rule,
+            req: &req,
+            restart: true,
+            wait_ms,
+        };
+        if super::wait_or_reply(ctx, key, &wait, &mut out, now) {
+            return Ok(None);
+        }
+    }
     reply_outcome(ctx, &out);
     Ok(super::count(&req, &out))
 }

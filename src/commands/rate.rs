@@ -2,7 +2,7 @@
 //! `RL.LOG`, and `RL.ACQUIRE` (which shares their shape and reply), and the one parser of
 //! a rule's numbers that they and RL.ALL's rules share.
 
-use super::{count, reply_outcome, run, Decided};
+use super::{count, reply_outcome, run, wait_or_reply, Decided};
 use crate::algo::{slot, window, ParamError};
 use crate::args::positive;
 use crate::config::{
@@ -13,6 +13,7 @@ use crate::options::options;
 use crate::rm::{self, Ctx, RStr};
 use crate::rule::{Rule, WindowRule};
 use crate::state::Algo;
+use crate::wait::Wait;
 use std::sync::atomic::AtomicI64;
 
 /// A rule parsed from its numbers.
@@ -96,7 +97,19 @@ pub fn rate(ctx: Ctx, args: &[RStr], algo: Algo) -> Result<Decided, Error> {
         parsed.rule
     };
     let req = opts.request();
-    let out = run(ctx, key, &rule, &req)?;
+    let mut out = run(ctx, key, &rule, &req)?;
+    if let Some(wait_ms) = opts.wait_ms {
+        let wait = Wait {
+            rule: &rule,
+            req: &req,
+            restart: false,
+            wait_ms,
+        };
+        if wait_or_reply(ctx, key, &wait, &mut out, crate::clock::now_us()) {
+            // Blocked: answered when admitted or out of time (`wait.rs`).
+            return Ok(None);
+        }
+    }
     reply_outcome(ctx, &out);
     Ok(count(&req, &out))
 }

@@ -29,6 +29,8 @@ pub fn clock(ctx: Ctx, args: &[RStr]) -> Result<super::Decided, Error> {
         _ if is(b"GET") || is(b"REAL") || is(b"SET") || is(b"ADVANCE") => return Err(Error::Arity),
         _ => return Err(CLOCK_SUBCOMMAND.into()),
     }
+    // Waiters are woken and timed out by the module clock.
+    crate::wait::clock_moved(ctx);
     rm::reply_simple(ctx, c"OK");
     Ok(None)
 }

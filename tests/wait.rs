@@ -1,0 +1,311 @@
+//! `WAIT ms` (the contract's "Waiting for room"): clients blocked in the server until
+//! admitted or timed out, on the test clock (no test sleeps for time to pass: it waits for
+//! the server to report its waiters, then moves the module clock): arrival order, no
+//! barging (a large cost ahead of small ones), requests without WAIT behind waiters,
+//! wake-ups by the clock, RELEASE, REFUND and DEL, timeouts, disconnection, CLIENT UNBLOCK,
+//! no blocking in MULTI and scripts, the bounds, RL.ALLOW, and replicas holding the
+//! primary's states after woken writes.
+
+use common::*;
+use redis::{Connection, Value};
+use rl_testkit as common;
+use rl_testkit::args;
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+fn waiting(c: &mut Connection) -> i64 {
+    info_i64(c, "ratelimit", "ratelimit_waiting_clients")
+}
+
+/// Waits until the server holds `n` waiting clients.
+fn until_waiting(c: &mut Connection, n: i64) {
+    wait_until(
+        &format!("{n} waiting clients"),
+        Duration::from_secs(20),
+        || waiting(c) == n,
+    );
+}
+
+/// Sends `a` on its own connection in a thread; the reply when it comes.
+fn blocked(s: &Server, a: Vec<String>) -> JoinHandle<Value> {
+    let mut c = s.con();
+    thread::spawn(move || raw(&mut c, &a))
+}
+
+fn ints(v: &Value) -> Vec<i64> {
+    match v {
+        Value::Array(items) => items.iter().map(int).collect(),
+        other => panic!("not an array: {other:?}"),
+    }
+}
+
+#[test]
+fn waiters_are_admitted_in_arrival_order_at_the_admissible_instant() {
+    let (s, mut c) = Server::at_clock(T0);
+    assert_eq!(rate(&mut c, &args!("RL.GCRA", "k", 1, 1, 1000))[0], 1);
+    let mut hs = Vec::new();
+    for i in 0..3 {
+        hs.push(blocked(
+            &s,
+            args!("RL.GCRA", "k", 1, 1, 1000, "WAIT", 10_000),
+        ));
+        until_waiting(&mut c, i + 1);
+    }
+    // Behind the waiters, a request without WAIT is refused as if their units were spent.
+    let r = ints(&raw(&mut c, &args!("RL.GCRA", "k", 1, 1, 1000)));
+    assert_eq!(r[..4], [0, 1, 0, 4000], "3 units ahead, then this one");
+    for (i, h) in hs.into_iter().enumerate() {
+        clock_advance(&mut c, 1000);
+        let r = ints(&h.join().unwrap());
+        assert_eq!(
+            r,
+            vec![1, 1, 0, 0, 1000, 1000 * (i as i64 + 1)],
+            "waiter {i}"
+        );
+        until_waiting(&mut c, 2 - i as i64);
+    }
+    let (st, _) = info_stats(&mut c);
+    assert_eq!(st, (3, 3, 0));
+}
+
+/// `(started, admitted, timed out)`.
+fn info_stats(c: &mut Connection) -> ((i64, i64, i64), i64) {
+    (
+        (
+            info_i64(c, "ratelimit", "ratelimit_waits_started"),
+            info_i64(c, "ratelimit", "ratelimit_waits_admitted"),
+            info_i64(c, "ratelimit", "ratelimit_waits_timed_out"),
+        ),
+        info_i64(c, "ratelimit", "ratelimit_waits_refused_bounds"),
+    )
+}
+
+#[test]
+fn a_large_cost_is_not_overtaken_by_small_ones() {
+    let (s, mut c) = Server::at_clock(T0);
+    // 5 tokens, one back a second; 4 spent.
+    rate(&mut c, &args!("RL.TOKENBUCKET", "b", 5, 1, 1000, "COST", 4));
+    let big = blocked(
+        &s,
+        args!("RL.TOKENBUCKET", "b", 5, 1, 1000, "COST", 5, "WAIT", 60_000),
+    );
+    until_waiting(&mut c, 1);
+    // One token is there, but the waiter ahead needs it: a small request waits behind.
+    let small = blocked(&s, args!("RL.TOKENBUCKET", "b", 5, 1, 1000, "WAIT", 60_000));
+    until_waiting(&mut c, 2);
+    clock_advance(&mut c, 3000);
+    until_waiting(&mut c, 2);
+    clock_advance(&mut c, 1000);
+    let r = ints(&big.join().unwrap());
+    assert_eq!(r[..3], [1, 5, 0]);
+    assert_eq!(r[5], 4000);
+    until_waiting(&mut c, 1);
+    clock_advance(&mut c, 1000);
+    let r = ints(&small.join().unwrap());
+    assert_eq!((r[0], r[5]), (1, 5000));
+}
+
+#[test]
+fn timeouts_answer_the_refused_reply_of_that_instant() {
+    let (s, mut c) = Server::at_clock(T0);
+    rate(&mut c, &args!("RL.GCRA", "k", 1, 1, 10_000));
+    let h = blocked(&s, args!("RL.GCRA", "k", 1, 1, 10_000, "WAIT", 2000));
+    until_waiting(&mut c, 1);
+    clock_advance(&mut c, 2000);
+    let r = ints(&h.join().unwrap());
+    assert_eq!(r, vec![0, 1, 0, 8000, 8000, 2000]);
+    // Nothing was spent: the next request is refused with the same wait.
+    assert_eq!(rate(&mut c, &args!("RL.GCRA", "k", 1, 1, 10_000))[3], 8000);
+    // Answered at once: admitted, or WAIT 0, with waited_ms 0.
+    assert_eq!(
+        ints(&raw(
+            &mut c,
+            &args!("RL.GCRA", "n", 1, 1, 1000, "WAIT", 100)
+        )),
+        vec![1, 1, 0, 0, 1000, 0]
+    );
+    assert_eq!(
+        ints(&raw(&mut c, &args!("RL.GCRA", "n", 1, 1, 1000, "WAIT", 0)))[..2],
+        [0, 1]
+    );
+}
+
+#[test]
+fn release_refund_and_deletion_wake_waiters_at_once() {
+    let (s, mut c) = Server::at_clock(T0);
+    // RELEASE.
+    let Value::Array(a) = raw(&mut c, &args!("RL.ACQUIRE", "jobs", 1, 60_000)) else {
+        panic!()
+    };
+    let token = text(&a[5]);
+    let h = blocked(&s, args!("RL.ACQUIRE", "jobs", 1, 60_000, "WAIT", 60_000));
+    until_waiting(&mut c, 1);
+    assert_eq!(int(&raw(&mut c, &args!("RL.RELEASE", "jobs", token))), 1);
+    let Value::Array(r) = h.join().unwrap() else {
+        panic!()
+    };
+    assert_eq!(int(&r[0]), 1);
+    assert!(matches!(r[5], Value::BulkString(_)), "a token");
+    assert_eq!(int(&r[6]), 0, "waited_ms: no clock move");
+    // REFUND.
+    rate(&mut c, &args!("RL.FIXED", "f", 2, 60_000, "COST", 2));
+    let h = blocked(&s, args!("RL.FIXED", "f", 2, 60_000, "WAIT", 60_000));
+    until_waiting(&mut c, 1);
+    rate(&mut c, &args!("RL.FIXED", "f", 2, 60_000, "REFUND", 1));
+    assert_eq!(ints(&h.join().unwrap())[..3], [1, 2, 0]);
+    // DEL: a fresh key.
+    rate(&mut c, &args!("RL.SLIDING", "s", 1, 60_000));
+    let h = blocked(&s, args!("RL.SLIDING", "s", 1, 60_000, "WAIT", 60_000));
+    until_waiting(&mut c, 1);
+    assert_eq!(int(&raw(&mut c, &args!("DEL", "s"))), 1);
+    assert_eq!(ints(&h.join().unwrap())[..3], [1, 1, 0]);
+    // The key's expiry (its TTL runs on the server's clock).
+    rate(&mut c, &args!("RL.FIXED", "e", 1, 60_000));
+    let h = blocked(&s, args!("RL.FIXED", "e", 1, 60_000, "WAIT", 60_000));
+    until_waiting(&mut c, 1);
+    raw(&mut c, &args!("PEXPIRE", "e", 1));
+    assert_eq!(ints(&h.join().unwrap())[..3], [1, 1, 0]);
+}
+
+#[test]
+fn disconnection_and_client_unblock_leave_the_queue() {
+    let (s, mut c) = Server::at_clock(T0);
+    rate(&mut c, &args!("RL.GCRA", "k", 1, 1, 10_000));
+    let mut w = s.con();
+    let id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut w).unwrap();
+    let h = thread::spawn(move || {
+        let _ = raw(&mut w, &args!("RL.GCRA", "k", 1, 1, 10_000, "WAIT", 60_000));
+    });
+    until_waiting(&mut c, 1);
+    raw(&mut c, &args!("CLIENT", "KILL", "ID", id));
+    until_waiting(&mut c, 0);
+    let _ = h.join();
+    // Nothing reserved any more: the next unit comes after 10 s, not 20 s.
+    assert_eq!(
+        rate(&mut c, &args!("RL.GCRA", "k", 1, 1, 10_000))[3],
+        10_000
+    );
+    // CLIENT UNBLOCK: the refused reply of that instant; with ERROR, -UNBLOCKED.
+    let mut w = s.con();
+    let id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut w).unwrap();
+    let h =
+        thread::spawn(move || raw(&mut w, &args!("RL.GCRA", "k", 1, 1, 10_000, "WAIT", 60_000)));
+    until_waiting(&mut c, 1);
+    clock_advance(&mut c, 1000);
+    assert_eq!(int(&raw(&mut c, &args!("CLIENT", "UNBLOCK", id))), 1);
+    assert_eq!(ints(&h.join().unwrap()), vec![0, 1, 0, 9000, 9000, 1000]);
+    let mut w = s.con();
+    let id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut w).unwrap();
+    let h =
+        thread::spawn(move || raw(&mut w, &args!("RL.GCRA", "k", 1, 1, 10_000, "WAIT", 60_000)));
+    until_waiting(&mut c, 1);
+    assert_eq!(
+        int(&raw(&mut c, &args!("CLIENT", "UNBLOCK", id, "ERROR"))),
+        1
+    );
+    let e = error_text(&h.join().unwrap()).unwrap_or_default();
+    assert!(e.starts_with("UNBLOCKED"), "{e}");
+    until_waiting(&mut c, 0);
+}
+
+#[test]
+fn where_a_client_cannot_block_wait_is_ignored() {
+    let (_s, mut c) = Server::at_clock(T0);
+    rate(&mut c, &args!("RL.GCRA", "k", 1, 1, 1000));
+    let out = multi(&mut c, &[args!("RL.GCRA", "k", 1, 1, 1000, "WAIT", 5000)]);
+    assert_eq!(ints(&out[0]), vec![0, 1, 0, 1000, 1000, 0]);
+    let v = raw(
+        &mut c,
+        &args!(
+            "EVAL",
+            "return redis.call('RL.GCRA', KEYS[1], 1, 1, 1000, 'WAIT', 5000)",
+            1,
+            "k"
+        ),
+    );
+    assert_eq!(ints(&v), vec![0, 1, 0, 1000, 1000, 0]);
+    assert_eq!(waiting(&mut c), 0);
+}
+
+#[test]
+fn bounds_and_option_errors() {
+    let (s, mut c) = Server::at_clock(T0);
+    ok(
+        &mut c,
+        &args!("CONFIG", "SET", "ratelimit.max-waiters-per-key", 1),
+    );
+    rate(&mut c, &args!("RL.GCRA", "k", 1, 1, 1000));
+    let h = blocked(&s, args!("RL.GCRA", "k", 1, 1, 1000, "WAIT", 60_000));
+    until_waiting(&mut c, 1);
+    // Beyond the bound: answered at once, refused, counted.
+    let r = ints(&raw(
+        &mut c,
+        &args!("RL.GCRA", "k", 1, 1, 1000, "WAIT", 60_000),
+    ));
+    assert_eq!((r[0], r[5]), (0, 0));
+    assert_eq!(info_stats(&mut c).1, 1);
+    clock_advance(&mut c, 1000);
+    assert_eq!(
+        int(&ints(&h.join().unwrap())
+            .first()
+            .map(|&x| Value::Int(x))
+            .unwrap()),
+        1
+    );
+    for (a, want) in [
+        (
+            args!("RL.GCRA", "k", 1, 1, 1000, "WAIT", -1),
+            "ERR wait_ms must not be negative",
+        ),
+        (
+            args!("RL.GCRA", "k", 1, 1, 1000, "WAIT", 86_400_001),
+            "ERR wait_ms must be at most 86400000",
+        ),
+        (
+            args!("RL.GCRA", "k", 1, 1, 1000, "WAIT", 10, "BLOCK", 100),
+            "ERR syntax error",
+        ),
+        (
+            args!("RL.GCRA", "k", 1, 1, 1000, "WAIT"),
+            "ERR syntax error",
+        ),
+        (
+            args!("RL.GCRA", "k", 1, 1, 1000, "WAIT", 10, "WAIT", 10),
+            "ERR syntax error",
+        ),
+    ] {
+        assert_eq!(err(&mut c, &a), want, "{a:?}");
+    }
+}
+
+#[test]
+fn allow_waits_and_replicas_hold_the_woken_writes() {
+    let p = Server::start();
+    let mut c = p.con();
+    clock_set(&mut c, T0);
+    let r = p.start_replica();
+    let mut rc = r.con();
+    ok(
+        &mut c,
+        &args!("RL.POLICY", "SET", "api", "GCRA", 2, 1, 1000),
+    );
+    for _ in 0..2 {
+        allow_ok(&mut c);
+    }
+    let h = {
+        let mut w = p.con();
+        thread::spawn(move || raw(&mut w, &args!("RL.ALLOW", "u", "api", "WAIT", 5000)))
+    };
+    until_waiting(&mut c, 1);
+    clock_advance(&mut c, 1000);
+    assert_eq!(ints(&h.join().unwrap()), vec![1, 2, 0, 0, 2000, 1000]);
+    sync_replica(&mut c, &mut rc);
+    let a = strip(info(&mut c, "u").unwrap(), &["ttl_ms"]);
+    let b = strip(info(&mut rc, "u").unwrap(), &["ttl_ms"]);
+    assert_eq!(a, b);
+    assert_eq!(pexpiretime(&mut c, "u"), pexpiretime(&mut rc, "u"));
+}
+
+fn allow_ok(c: &mut Connection) {
+    assert_eq!(ints(&raw(c, &args!("RL.ALLOW", "u", "api")))[0], 1);
+}
