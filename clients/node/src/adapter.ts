@@ -24,6 +24,21 @@ export interface CustomClient {
   /** A cluster's primaries, for the commands every primary needs (`RL.POLICY`). Without it a
    * custom client is one node. */
   primaries?(): Promise<PrimaryNode[]> | PrimaryNode[];
+  /** A new connection (or cluster client) of its own, for a call that may block in the server
+   * (`WAIT`): the limiter sends one waiting call at a time on it, and closes it with
+   * `close()`. Without it, waiting calls go through `send` as any other (then `send` must
+   * not queue other calls behind a blocked one). */
+  duplicate?(): Promise<CustomClient & { close?(): unknown }> | (CustomClient & { close?(): unknown });
+}
+
+/** A connection of its own for a call that may block in the server (`WAIT ms`): the limiter
+ * sends at most one command at a time on it (a blocked command holds it until answered). */
+export interface WaitConnection {
+  send(args: string[], key: string | undefined): Promise<unknown>;
+  /** Still connected (else the pool drops it instead of reusing it). */
+  healthy(): boolean;
+  /** Closes it (the server drops a call still blocked on it: nothing is spent). */
+  close(): void;
 }
 
 /** One primary of the server or cluster: its name (`"host:port"`) and a way to send it a
@@ -46,6 +61,11 @@ export interface Adapter {
   /** Every primary (one on a single server), for the commands that have no key and must
    * reach each of them (`RL.POLICY`: policies are per node). */
   primaries(): Promise<PrimaryNode[]>;
+  /** Opens a connection of its own (a duplicate of the application's client, with the same
+   * options but no command or socket timeout, and no reconnection) for one waiting call at a
+   * time; undefined when the client cannot be duplicated (a custom client without
+   * `duplicate`): waiting calls then go through `send`. */
+  openWait?(): Promise<WaitConnection>;
   /** Closes what the adapter itself opened (never the application's client). */
   close(): Promise<void>;
 }
@@ -78,6 +98,17 @@ export function createAdapter(client: unknown): Adapter {
       cluster: !!c.cluster,
       exactIntegers: true,
       send: (args, key) => c.send(args, key),
+      ...(isFn(c.duplicate) ? {
+        async openWait(): Promise<WaitConnection> {
+          const d = await (c.duplicate as () => unknown)() as Loose;
+          let open = true;
+          return {
+            send: (args, key) => d.send(args, key),
+            healthy: () => open && (!isFn(d.healthy) || d.healthy()),
+            close: () => { open = false; if (isFn(d.close)) Promise.resolve(d.close()).catch(() => {}); },
+          };
+        },
+      } : {}),
       async primaries() {
         if (isFn(c.primaries)) return c.primaries();
         return [{ name: 'server', send: (args: string[]) => c.send(args, undefined) }];
@@ -86,6 +117,25 @@ export function createAdapter(client: unknown): Adapter {
     };
   }
   throw new TypeError('redis-ratelimit: expected an ioredis or node-redis client (or { send(args, key) })');
+}
+
+/** `target.call(...args)`, routed by `key` on an ioredis Cluster. */
+function callOn(target: Loose, args: string[], key: string | undefined): Promise<unknown> {
+  const [name, ...rest] = args;
+  if (target.isCluster === true && key !== undefined) {
+    // ioredis Cluster routes by the keys it knows from its command table, which has no
+    // module commands: without help it sends them to a random node and follows the MOVED.
+    // Give the command its key before it is routed, as for a built-in command.
+    const routed = Object.create(target) as Loose;
+    routed.sendCommand = (cmd: Loose, ...more: unknown[]) => {
+      if (cmd && (cmd.keys === undefined || (Array.isArray(cmd.keys) && cmd.keys.length === 0))) {
+        cmd.keys = [key];
+      }
+      return target.sendCommand(cmd, ...more);
+    };
+    return routed.call(name, ...rest);
+  }
+  return target.call(name, ...rest);
 }
 
 function ioredisAdapter(client: Loose): Adapter {
@@ -111,22 +161,29 @@ function ioredisAdapter(client: Loose): Adapter {
     cluster,
     exactIntegers: true,
     send(args, key, opts) {
-      const target = opts?.exact ? exact() : client;
-      const [name, ...rest] = args;
-      if (cluster && key !== undefined) {
-        // ioredis Cluster routes by the keys it knows from its command table, which has no
-        // module commands: without help it sends them to a random node and follows the MOVED.
-        // Give the command its key before it is routed, as for a built-in command.
-        const routed = Object.create(target) as Loose;
-        routed.sendCommand = (cmd: Loose, ...more: unknown[]) => {
-          if (cmd && (cmd.keys === undefined || (Array.isArray(cmd.keys) && cmd.keys.length === 0))) {
-            cmd.keys = [key];
-          }
-          return target.sendCommand(cmd, ...more);
-        };
-        return routed.call(name, ...rest);
+      return callOn(opts?.exact ? exact() : client, args, key);
+    },
+    async openWait(): Promise<WaitConnection> {
+      // No command or socket timeout (the limiter's own covers wait + timeout), no
+      // reconnection and no resending after one (a lost connection is dropped by the pool:
+      // the server forgot its blocked call).
+      const noTimeouts = { commandTimeout: undefined, socketTimeout: undefined, autoResendUnfulfilledCommands: false };
+      const d: Loose = cluster
+        ? client.duplicate(undefined, { lazyConnect: true, enableAutoPipelining: false, clusterRetryStrategy: () => null,
+          redisOptions: { ...(client.options?.redisOptions ?? {}), ...noTimeouts } })
+        : client.duplicate({ ...noTimeouts, lazyConnect: true, retryStrategy: () => null, enableAutoPipelining: false });
+      d.on?.('error', () => {});
+      try {
+        await d.connect();
+      } catch (err) {
+        d.disconnect();
+        throw err;
       }
-      return target.call(name, ...rest);
+      return {
+        send: (args, key) => callOn(d, args, key),
+        healthy: () => d.status === 'ready',
+        close: () => d.disconnect(),
+      };
     },
     async primaries() {
       if (!cluster) return [{ name: address(client.options?.host, client.options?.port), send: (args) => client.call(...args) }];
@@ -170,6 +227,33 @@ function nodeRedisAdapter(client: Loose): Adapter {
         const node = await client.nodeClient(m);
         return { name: m.address ?? address(m.host, m.port), send: (args: string[]) => node.sendCommand(args) };
       }));
+    },
+    async openWait(): Promise<WaitConnection> {
+      // Same options, without the socket idle timeout and command timeout (the limiter's own
+      // covers wait + timeout) and without reconnection (a lost connection is dropped by the
+      // pool: the server forgot its blocked call).
+      let d: Loose;
+      if (cluster) {
+        d = client.duplicate();
+      } else {
+        const o: Loose = client.options ?? {};
+        const overrides: Loose = { socket: { ...(o.socket ?? {}), socketTimeout: undefined, reconnectStrategy: false } };
+        const co: Loose | undefined = client._commandOptions;
+        if (co && co.timeout !== undefined) overrides.commandOptions = { ...co, timeout: undefined };
+        d = client.duplicate(overrides);
+      }
+      d.on?.('error', () => {});
+      try {
+        await d.connect();
+      } catch (err) {
+        try { await d.disconnect?.(); } catch { /* not connected */ }
+        throw err;
+      }
+      return {
+        send: (args, key) => (cluster ? d.sendCommand(key, false, args) : d.sendCommand(args)),
+        healthy: () => d.isReady !== false,
+        close: () => { Promise.resolve().then(() => (isFn(d.destroy) ? d.destroy() : d.disconnect())).catch(() => {}); },
+      };
     },
     async close() {},
   };

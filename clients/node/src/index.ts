@@ -5,8 +5,8 @@ export {
   parsePolicyRule, parsePolicyStats, policyRuleArgs,
 } from './policy.js';
 export type { CachedPolicy, CachedVersion, PolicySetOptions } from './policy.js';
-export type { LimiterOptions } from './limiter.js';
-export type { Adapter, ClientKind, CustomClient, PrimaryNode } from './adapter.js';
+export type { LimiterOptions, ReplyFields } from './limiter.js';
+export type { Adapter, ClientKind, CustomClient, PrimaryNode, WaitConnection } from './adapter.js';
 export { rateLimitHeaders, emissionInterval, nextQuotaMs, resetParameter, windowSeconds, quota, sfString, tightest } from './headers.js';
 export type { HeaderItem, HeaderOptions } from './headers.js';
 export { addressKey, clientAddress, formatAddress, parseAddress, Networks } from './ip.js';

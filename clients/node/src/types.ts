@@ -134,6 +134,16 @@ export interface AllowOptions {
   reserve?: Int;
   /** `DRYRUN`. */
   dryrun?: boolean;
+  /** `WAIT ms` (0 to 86400000): when the request would be refused, the server holds the call
+   * until it is admitted (the waiters of a key in arrival order) or `ms` pass, then answers
+   * (admitted, or the refusal of that instant). The decision gains `waitedMs`. The call goes
+   * on a connection of its own (see the limiter's `waitConnections`), and its timeout is
+   * `waitMs` + `timeoutMs`. */
+  waitMs?: Int;
+  /** `PROBE`: on a key paused with `RL.PAUSE ... PROBE probe_ms`, after the pause this request
+   * may be the one probe let through (`probe: true` in the decision; then report with
+   * `resume(key)` or `pause(key, ...)` again). The decision gains `probe`. */
+  probe?: boolean;
   timeoutMs?: number;
 }
 
@@ -170,6 +180,16 @@ export interface RateOptions {
   blockMs?: Int;
   /** `DRYRUN`: answer as if the request were made, change nothing. */
   dryrun?: boolean;
+  /** `WAIT ms` (0 to 86400000): when the request would be refused, the server holds the call
+   * until it is admitted (the waiters of a key in arrival order) or `ms` pass, then answers
+   * (admitted, or the refusal of that instant). The decision gains `waitedMs`. The call goes
+   * on a connection of its own (see the limiter's `waitConnections`), and its timeout is
+   * `waitMs` + `timeoutMs`. Not with `blockMs` (the module answers `ERR syntax error`). */
+  waitMs?: Int;
+  /** `PROBE`: on a key paused with `RL.PAUSE ... PROBE probe_ms`, after the pause this request
+   * may be the one probe let through (`probe: true` in the decision; then report with
+   * `resume(key)` or `pause(key, ...)` again). The decision gains `probe`. */
+  probe?: boolean;
   /** Reject with a TimeoutError if no reply within this many ms (default: the limiter's). */
   timeoutMs?: number;
 }
@@ -192,6 +212,11 @@ export interface Decision {
   token?: string | null;
   /** With `partial`: units spent (0 when refused). */
   granted?: number;
+  /** With `probe`: this request is the probe of a paused key (see `RL.PAUSE ... PROBE`). */
+  probe?: boolean;
+  /** With `waitMs`: how long the server held the call, on the module's clock (0: answered at
+   * once). */
+  waitedMs?: number;
 }
 
 /** `CL.THROTTLE`'s reply (redis-cell's), in seconds as redis-cell gives it. */

@@ -129,3 +129,47 @@ for (const [name, make] of Object.entries(clients)) {
     }
   });
 }
+
+// Issue 27: a waiting call (WAIT) on a cluster goes to its key's node on a connection of its
+// own (a duplicate cluster client), and is admitted when that node's clock moves; a normal
+// call answers meanwhile.
+const waitingOn = (p) => Number(/ratelimit_waiting_clients:(\d+)/.exec(cli(p, 'INFO', 'ratelimit'))?.[1]);
+async function untilWaitingSomewhere(n) {
+  for (const end = Date.now() + 20_000; ;) {
+    const per = cluster.ports.map(waitingOn);
+    if (per.reduce((a, b) => a + b, 0) === n) return per;
+    if (Date.now() > end) throw new Error(`expected ${n} waiting clients, the nodes have ${per}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+for (const [name, make] of Object.entries(clients)) {
+  test(`${name}: a waiting call waits on its key's node and wakes with that node's clock`, async () => {
+    const { c, close } = await make();
+    const limiter = createLimiter(c, { timeoutMs: 5000 });
+    const key = `wait:${name}`;
+    try {
+      const one = { burst: 1, count: 1, periodMs: 1000 };
+      assert.equal((await limiter.gcra(key, one)).allowed, true);
+      for (const p of cluster.ports) cli(p, 'CONFIG', 'RESETSTAT');
+      const held = limiter.gcra(key, { ...one, waitMs: 60_000 });
+      const per = await untilWaitingSomewhere(1);
+      const node = cluster.ports[per.indexOf(1)];
+      // the node holding the key (EXISTS there answers 1, not MOVED)
+      assert.equal(cli(node, 'EXISTS', key).trim(), '1');
+      // other calls, on every node, answer while it waits
+      for (const k of keysAll) assert.equal((await limiter.gcra(`${name}:w:${k}`, one)).allowed, true);
+      // another node's clock does not wake it
+      const other = cluster.ports.find((p) => p !== node);
+      cli(other, 'RL.CLOCK', 'ADVANCE', '1000');
+      await new Promise((r) => setTimeout(r, 30));
+      assert.equal(waitingOn(node), 1);
+      cli(node, 'RL.CLOCK', 'ADVANCE', '1000');
+      assert.deepEqual(await held, { allowed: true, limit: 1, remaining: 0, retryAfterMs: 0, resetAfterMs: 1000, waitedMs: 1000 });
+      assert.equal(rejected(), 0, 'no MOVED');
+    } finally {
+      await limiter.close();
+      await close();
+    }
+  });
+}

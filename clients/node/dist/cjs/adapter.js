@@ -39,6 +39,18 @@ function createAdapter(client) {
             cluster: !!c.cluster,
             exactIntegers: true,
             send: (args, key) => c.send(args, key),
+            ...(isFn(c.duplicate) ? {
+                async openWait() {
+                    const d = await c.duplicate();
+                    let open = true;
+                    return {
+                        send: (args, key) => d.send(args, key),
+                        healthy: () => open && (!isFn(d.healthy) || d.healthy()),
+                        close: () => { open = false; if (isFn(d.close))
+                            Promise.resolve(d.close()).catch(() => { }); },
+                    };
+                },
+            } : {}),
             async primaries() {
                 if (isFn(c.primaries))
                     return c.primaries();
@@ -48,6 +60,24 @@ function createAdapter(client) {
         };
     }
     throw new TypeError('redis-ratelimit: expected an ioredis or node-redis client (or { send(args, key) })');
+}
+/** `target.call(...args)`, routed by `key` on an ioredis Cluster. */
+function callOn(target, args, key) {
+    const [name, ...rest] = args;
+    if (target.isCluster === true && key !== undefined) {
+        // ioredis Cluster routes by the keys it knows from its command table, which has no
+        // module commands: without help it sends them to a random node and follows the MOVED.
+        // Give the command its key before it is routed, as for a built-in command.
+        const routed = Object.create(target);
+        routed.sendCommand = (cmd, ...more) => {
+            if (cmd && (cmd.keys === undefined || (Array.isArray(cmd.keys) && cmd.keys.length === 0))) {
+                cmd.keys = [key];
+            }
+            return target.sendCommand(cmd, ...more);
+        };
+        return routed.call(name, ...rest);
+    }
+    return target.call(name, ...rest);
 }
 function ioredisAdapter(client) {
     const cluster = client.isCluster === true;
@@ -73,22 +103,30 @@ function ioredisAdapter(client) {
         cluster,
         exactIntegers: true,
         send(args, key, opts) {
-            const target = opts?.exact ? exact() : client;
-            const [name, ...rest] = args;
-            if (cluster && key !== undefined) {
-                // ioredis Cluster routes by the keys it knows from its command table, which has no
-                // module commands: without help it sends them to a random node and follows the MOVED.
-                // Give the command its key before it is routed, as for a built-in command.
-                const routed = Object.create(target);
-                routed.sendCommand = (cmd, ...more) => {
-                    if (cmd && (cmd.keys === undefined || (Array.isArray(cmd.keys) && cmd.keys.length === 0))) {
-                        cmd.keys = [key];
-                    }
-                    return target.sendCommand(cmd, ...more);
-                };
-                return routed.call(name, ...rest);
+            return callOn(opts?.exact ? exact() : client, args, key);
+        },
+        async openWait() {
+            // No command or socket timeout (the limiter's own covers wait + timeout), no
+            // reconnection and no resending after one (a lost connection is dropped by the pool:
+            // the server forgot its blocked call).
+            const noTimeouts = { commandTimeout: undefined, socketTimeout: undefined, autoResendUnfulfilledCommands: false };
+            const d = cluster
+                ? client.duplicate(undefined, { lazyConnect: true, enableAutoPipelining: false, clusterRetryStrategy: () => null,
+                    redisOptions: { ...(client.options?.redisOptions ?? {}), ...noTimeouts } })
+                : client.duplicate({ ...noTimeouts, lazyConnect: true, retryStrategy: () => null, enableAutoPipelining: false });
+            d.on?.('error', () => { });
+            try {
+                await d.connect();
             }
-            return target.call(name, ...rest);
+            catch (err) {
+                d.disconnect();
+                throw err;
+            }
+            return {
+                send: (args, key) => callOn(d, args, key),
+                healthy: () => d.status === 'ready',
+                close: () => d.disconnect(),
+            };
         },
         async primaries() {
             if (!cluster)
@@ -133,6 +171,39 @@ function nodeRedisAdapter(client) {
                 const node = await client.nodeClient(m);
                 return { name: m.address ?? address(m.host, m.port), send: (args) => node.sendCommand(args) };
             }));
+        },
+        async openWait() {
+            // Same options, without the socket idle timeout and command timeout (the limiter's own
+            // covers wait + timeout) and without reconnection (a lost connection is dropped by the
+            // pool: the server forgot its blocked call).
+            let d;
+            if (cluster) {
+                d = client.duplicate();
+            }
+            else {
+                const o = client.options ?? {};
+                const overrides = { socket: { ...(o.socket ?? {}), socketTimeout: undefined, reconnectStrategy: false } };
+                const co = client._commandOptions;
+                if (co && co.timeout !== undefined)
+                    overrides.commandOptions = { ...co, timeout: undefined };
+                d = client.duplicate(overrides);
+            }
+            d.on?.('error', () => { });
+            try {
+                await d.connect();
+            }
+            catch (err) {
+                try {
+                    await d.disconnect?.();
+                }
+                catch { /* not connected */ }
+                throw err;
+            }
+            return {
+                send: (args, key) => (cluster ? d.sendCommand(key, false, args) : d.sendCommand(args)),
+                healthy: () => d.isReady !== false,
+                close: () => { Promise.resolve().then(() => (isFn(d.destroy) ? d.destroy() : d.disconnect())).catch(() => { }); },
+            };
         },
         async close() { },
     };

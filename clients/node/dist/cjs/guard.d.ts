@@ -49,6 +49,13 @@ export interface LimitSpec {
      * BLOCK, so a limit with a block is checked in its own command, after the other limits of
      * the request admitted it (a request they refuse does not reach it). */
     blockMs?: number;
+    /** Hold the request up to this many ms for room instead of answering 429 (`WAIT ms`: the
+     * server admits the waiters of a key in arrival order). RL.ALL takes no WAIT, so a limit
+     * with a wait is checked in its own command after the RL.ALL of the other limits admitted
+     * (as a `blockMs` limit; with them, in the limits' order); its headers come from the final
+     * reply. Not with `blockMs`. A shadow limit never holds a request: its `waitMs` is not
+     * sent. The command's timeout is `waitMs` + `timeoutMs`. */
+    waitMs?: number;
 }
 /** Limits for some routes. */
 export interface RouteLimits {

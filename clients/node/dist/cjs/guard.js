@@ -96,7 +96,17 @@ function checkSpec(spec) {
     if (hasPolicy && spec.blockMs !== undefined) {
         throw new TypeError(`redis-ratelimit: limit "${spec.name}": a policy sets its own BLOCK (RL.POLICY SET ... BLOCK ms), no blockMs`);
     }
+    if (spec.waitMs !== undefined) {
+        if (!Number.isSafeInteger(spec.waitMs) || spec.waitMs < 0) {
+            throw new TypeError(`redis-ratelimit: limit "${spec.name}": waitMs must be an integer >= 0`);
+        }
+        if (spec.blockMs !== undefined) {
+            throw new TypeError(`redis-ratelimit: limit "${spec.name}": waitMs and blockMs cannot be combined (the module refuses WAIT with BLOCK)`);
+        }
+    }
 }
+/** A limit checked in its own command after the request's RL.ALL (BLOCK or WAIT). */
+const alone = (p) => p.spec.blockMs !== undefined || (!p.shadow && p.spec.waitMs !== undefined);
 /** The version of a cached policy whose limit is `limit` (the current first). */
 function versionFor(entry, limit) {
     for (const v of [entry?.current, entry?.candidate]) {
@@ -232,11 +242,12 @@ function createGuard(options) {
         try {
             if (group.length === 1) {
                 const [p] = group;
+                const waitMs = p.shadow ? undefined : p.spec.waitMs;
                 if (p.spec.policy) {
-                    const d = await limiter.allow(p.key, p.spec.policy, { cost: cost(p), timeoutMs });
+                    const d = await limiter.allow(p.key, p.spec.policy, { cost: cost(p), waitMs, timeoutMs });
                     return { ok: true, decisions: [{ decision: d, resolved: await resolve(p, d) }] };
                 }
-                const d = await limiter.check(p.key, p.spec.rule, { cost: cost(p), blockMs: p.spec.blockMs, timeoutMs });
+                const d = await limiter.check(p.key, p.spec.rule, { cost: cost(p), blockMs: p.spec.blockMs, waitMs, timeoutMs });
                 return { ok: true, decisions: [{ decision: d }] };
             }
             const r = await limiter.all(group.map((p) => (p.spec.policy
@@ -314,11 +325,12 @@ function createGuard(options) {
         const atomic = options.atomic ?? (!limiter.isCluster || tagged);
         // Enforced limits in one RL.ALL (atomic) or one command each; shadow limits in another
         // (as they would be decided if enforced), so that a shadow refusal never stops an
-        // enforced limit from spending, and vice versa. Limits with a block (RL.ALL takes no
-        // BLOCK) each in their own command; an enforced one only after the others admitted.
-        const enforced = planned.filter((p) => !p.shadow && p.spec.blockMs === undefined);
-        const shadows = planned.filter((p) => p.shadow && p.spec.blockMs === undefined);
-        const blocking = planned.filter((p) => !p.shadow && p.spec.blockMs !== undefined);
+        // enforced limit from spending, and vice versa. Limits with a block or a wait (RL.ALL
+        // takes no BLOCK, no WAIT) each in their own command; an enforced one only after the
+        // others admitted.
+        const enforced = planned.filter((p) => !p.shadow && !alone(p));
+        const shadows = planned.filter((p) => p.shadow && !alone(p));
+        const blocking = planned.filter((p) => !p.shadow && alone(p));
         const groups = [];
         for (const g of [enforced, shadows]) {
             if (atomic && g.length > 1)
@@ -328,7 +340,7 @@ function createGuard(options) {
                     groups.push([p]);
         }
         for (const p of planned)
-            if (p.shadow && p.spec.blockMs !== undefined)
+            if (p.shadow && alone(p))
                 groups.push([p]);
         const outcomes = [...costOutcomes];
         // The rule of each outcome's header item (none: no item).
@@ -373,8 +385,8 @@ function createGuard(options) {
         // A limit that could not be checked does not stop the block limits (the module did not
         // refuse the request); a refusal by the module does.
         const stopped = () => outcomes.some((o) => !o.shadow && o.source === 'redis' && !o.decision.allowed);
-        // One after the other, in the limits' order: a block limit that refuses keeps the next
-        // ones from being asked (and from blocking too).
+        // One after the other, in the limits' order: a block (or wait) limit that refuses keeps
+        // the next ones from being asked (and from blocking too).
         for (const p of blocking) {
             if (stopped())
                 break;

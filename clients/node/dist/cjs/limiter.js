@@ -15,6 +15,7 @@ exports.parseInfo = parseInfo;
 exports.withTimeout = withTimeout;
 exports.createLimiter = createLimiter;
 const adapter_js_1 = require("./adapter.js");
+const wait_js_1 = require("./wait.js");
 const policy_js_1 = require("./policy.js");
 /** A command did not answer within its timeout. */
 class TimeoutError extends Error {
@@ -83,8 +84,20 @@ function optionArgs(rule, o = {}) {
         out.push('STAGGER');
     if (o.dryrun)
         out.push('DRYRUN');
+    out.push(...waitProbeArgs(o));
     return out;
 }
+/** `WAIT ms` and `PROBE`, for the rate commands, RL.ACQUIRE and RL.ALLOW. */
+function waitProbeArgs(o) {
+    const out = [];
+    if (o.waitMs !== undefined)
+        out.push('WAIT', int('waitMs', o.waitMs));
+    if (o.probe)
+        out.push('PROBE');
+    return out;
+}
+/** The ms a call may block in the server: `waitMs` (0 when not given). */
+const waitOf = (o) => (o.waitMs === undefined ? 0 : Number(o.waitMs));
 const num = (v) => {
     if (typeof v === 'number')
         return v;
@@ -109,9 +122,9 @@ function expectArray(reply, what, min) {
     }
     return reply;
 }
-/** The five standard fields of a reply, plus `delay_ms` (queue) and `granted` (partial). */
+/** The five standard fields of a reply, then the extra fields present (see `ReplyFields`). */
 function parseDecision(reply, what, extra = {}) {
-    const r = expectArray(reply, what, 5);
+    const r = expectArray(reply, what, 5 + [extra.queue, extra.token, extra.partial, extra.probe, extra.wait].filter(Boolean).length);
     const d = {
         allowed: num(r[0]) === 1,
         limit: num(r[1]),
@@ -122,19 +135,34 @@ function parseDecision(reply, what, extra = {}) {
     let i = 5;
     if (extra.queue)
         d.delayMs = num(r[i++]);
+    if (extra.token)
+        d.token = str(r[i++]);
     if (extra.partial)
         d.granted = num(r[i++] ?? 0);
+    if (extra.probe)
+        d.probe = num(r[i++]) === 1;
+    if (extra.wait)
+        d.waitedMs = num(r[i++]);
     return d;
 }
 const isInteger = (v) => typeof v === 'number' || typeof v === 'bigint'
     || ((typeof v === 'string' || Buffer.isBuffer(v)) && /^-?\d+$/.test(v.toString()));
 /** A reply whose algorithm the caller does not know (a policy's: `RL.ALLOW`, `POLICY` in
- * `RL.ALL`): the five fields, then `granted` last with `partial`, and before it an integer
- * (QUEUE's `delay_ms`) or a string / nil (CONCURRENCY's lease token). */
-function parsePolicyDecision(reply, what, partial = false) {
-    const r = expectArray(reply, what, 5);
+ * `RL.ALL`): the five fields, then from the end `waited_ms` (with `wait`), `probe` (with
+ * `probe`), `granted` (with `partial`), and before them an integer (QUEUE's `delay_ms`) or a
+ * string / nil (CONCURRENCY's lease token). */
+function parsePolicyDecision(reply, what, partial = false, more = {}) {
+    const r = expectArray(reply, what, 5 + [partial, more.probe, more.wait].filter(Boolean).length);
     const d = parseDecision(r, what);
     let extra = r.slice(5);
+    if (more.wait) {
+        d.waitedMs = num(extra[extra.length - 1]);
+        extra = extra.slice(0, -1);
+    }
+    if (more.probe) {
+        d.probe = num(extra[extra.length - 1]) === 1;
+        extra = extra.slice(0, -1);
+    }
     if (partial && extra.length) {
         d.granted = num(extra[extra.length - 1]);
         extra = extra.slice(0, -1);
@@ -199,24 +227,82 @@ class Limiter {
         this.adapter = (0, adapter_js_1.createAdapter)(client);
         this.prefix = options.prefix ?? '';
         this.timeoutMs = options.timeoutMs;
+        this.waitConnections = options.waitConnections ?? 50;
     }
     /** Which client this limiter talks through. */
     get kind() { return this.adapter.kind; }
     /** Whether the client is a cluster client (RL.ALL's keys must then share a hash tag). */
     get isCluster() { return this.adapter.cluster; }
-    /** Sends any command (args[0] = name), routed by `key` in a cluster. Numbers become strings. */
+    /** Sends any command (args[0] = name), routed by `key` in a cluster. Numbers become strings.
+     * `waitMs` > 0: the command may block in the server that long (it carries `WAIT`): it goes
+     * on a connection of its own, with a timeout of `waitMs` + `timeoutMs`. */
     async command(args, key, opts = {}) {
         const sent = args.map((a) => (typeof a === 'string' ? a : int('argument', a)));
+        let timeoutMs = opts.timeoutMs ?? this.timeoutMs;
+        if (opts.waitMs && opts.waitMs > 0) {
+            timeoutMs = timeoutMs && timeoutMs > 0 && Number.isFinite(timeoutMs) ? timeoutMs + opts.waitMs : undefined;
+            if (this.adapter.openWait)
+                return this.waiting(sent, key, timeoutMs);
+        }
         const p = this.adapter.send(sent, key, opts);
-        return withTimeout(Promise.resolve(p), opts.timeoutMs ?? this.timeoutMs);
+        return withTimeout(Promise.resolve(p), timeoutMs);
+    }
+    waitPool;
+    waitConnections;
+    /** The pool of connections for waiting calls (opened on the first one). */
+    get waitConnectionPool() {
+        return this.waitPool;
+    }
+    // One waiting call on a pooled connection of its own. On the client's timeout the
+    // connection is closed (the server drops the blocked call) instead of going back.
+    waiting(args, key, limitMs) {
+        const pool = (this.waitPool ??= new wait_js_1.WaitPool(() => this.adapter.openWait(), this.waitConnections));
+        const call = { state: 'acquiring' };
+        let conn;
+        const run = (async () => {
+            const c = await pool.acquire();
+            if (call.state === 'timedout') {
+                pool.release(c, true);
+                return undefined;
+            }
+            conn = c;
+            call.state = 'sending';
+            try {
+                const r = await c.send(args, key);
+                if (call.state === 'sending')
+                    pool.release(c, true);
+                return r;
+            }
+            catch (err) {
+                if (call.state === 'sending')
+                    pool.release(c, c.healthy());
+                throw err;
+            }
+            finally {
+                if (call.state === 'sending')
+                    call.state = 'done';
+            }
+        })();
+        if (limitMs === undefined)
+            return run;
+        return withTimeout(run, limitMs).catch((err) => {
+            if (err instanceof TimeoutError) {
+                if (call.state === 'sending' && conn)
+                    pool.release(conn, false);
+                call.state = 'timedout';
+                run.catch(() => { });
+            }
+            throw err;
+        });
     }
     /** Any rate rule: `RL.<ALGORITHM> key <numbers> [options]`. */
     async check(key, rule, options = {}) {
         checkRule(rule);
         const k = this.prefix + key;
         const name = `RL.${rule.algorithm.toUpperCase()}`;
-        const reply = await this.command([name, k, ...ruleArgs(rule), ...optionArgs(rule, options)], k, { timeoutMs: options.timeoutMs });
-        return parseDecision(reply, name, { queue: rule.algorithm === 'queue', partial: !!options.partial });
+        const reply = await this.command([name, k, ...ruleArgs(rule), ...optionArgs(rule, options)], k, { timeoutMs: options.timeoutMs, waitMs: waitOf(options) });
+        return parseDecision(reply, name, { queue: rule.algorithm === 'queue', partial: !!options.partial,
+            probe: !!options.probe, wait: options.waitMs !== undefined });
     }
     gcra(key, p) {
         return this.check(key, { algorithm: 'gcra', burst: p.burst, count: p.count, periodMs: p.periodMs }, p);
@@ -238,16 +324,35 @@ class Limiter {
     queue(key, p) {
         return this.check(key, { algorithm: 'queue', capacity: p.capacity, intervalMs: p.intervalMs }, p);
     }
-    /** RL.ACQUIRE: a lease; the decision carries `token` (null when refused). */
+    /** RL.ACQUIRE: a lease; the decision carries `token` (null when refused). With `waitMs`,
+     * the call waits in the server for a lease to be released or to expire. */
     async acquire(key, p) {
         const k = this.prefix + key;
         const args = ['RL.ACQUIRE', k, int('limit', p.limit), int('leaseMs', p.leaseMs)];
         if (p.dryrun)
             args.push('DRYRUN');
-        const r = expectArray(await this.command(args, k, { timeoutMs: p.timeoutMs }), 'RL.ACQUIRE', 6);
-        const d = parseDecision(r, 'RL.ACQUIRE');
-        d.token = str(r[5]);
-        return d;
+        args.push(...waitProbeArgs(p));
+        const r = await this.command(args, k, { timeoutMs: p.timeoutMs, waitMs: waitOf(p) });
+        return parseDecision(r, 'RL.ACQUIRE', { token: true, probe: !!p.probe, wait: p.waitMs !== undefined });
+    }
+    /** `RL.PAUSE key ms [PROBE probeMs]`: every request on the key is refused for `ms` from now
+     * (extends, never shortens, a pause or a BLOCK). With `probeMs`: after the pause, the first
+     * admitted request that carries `probe: true` is let through as the probe (its decision's
+     * `probe` is true) and the key is paused `probeMs` more for the others, until the prober
+     * calls `resume(key)` (it worked) or `pause` again (it failed). Returns the ms until the
+     * pause ends. */
+    async pause(key, ms, o = {}) {
+        const k = this.prefix + key;
+        const args = ['RL.PAUSE', k, int('ms', ms)];
+        if (o.probeMs !== undefined)
+            args.push('PROBE', int('probeMs', o.probeMs));
+        return num(await this.command(args, k, { timeoutMs: o.timeoutMs }));
+    }
+    /** `RL.RESUME key`: lifts a pause or a BLOCK penalty at once (waiters wake); true if one
+     * was lifted. */
+    async resume(key, o = {}) {
+        const k = this.prefix + key;
+        return num(await this.command(['RL.RESUME', k], k, o)) === 1;
     }
     /** RL.RELEASE: true if the lease existed unexpired and was released. */
     async release(key, token, o = {}) {
@@ -331,8 +436,9 @@ class Limiter {
             args.push('PARTIAL');
         if (o.reserve !== undefined)
             args.push('RESERVE', int('reserve', o.reserve));
-        const reply = await this.command(args, k, { timeoutMs: o.timeoutMs });
-        return parsePolicyDecision(reply, 'RL.ALLOW', !!o.partial);
+        args.push(...waitProbeArgs(o));
+        const reply = await this.command(args, k, { timeoutMs: o.timeoutMs, waitMs: waitOf(o) });
+        return parsePolicyDecision(reply, 'RL.ALLOW', !!o.partial, { probe: !!o.probe, wait: o.waitMs !== undefined });
     }
     policiesCache;
     clusterPoliciesCache;
@@ -373,9 +479,12 @@ class Limiter {
         const r = await this.command(args);
         return typeof r === 'number' ? r : String(str(r));
     }
-    /** Closes the connection the limiter opened for exact RL.INFO replies (ioredis), if any.
-     * The application's client is left open. */
+    /** Closes the connections the limiter opened: for exact RL.INFO replies (ioredis), and for
+     * waiting calls (idle ones now, the others when answered; a later waiting call opens new
+     * ones). The application's client is left open. */
     close() {
+        this.waitPool?.close();
+        this.waitPool = undefined;
         return this.adapter.close();
     }
 }

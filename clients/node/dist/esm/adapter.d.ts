@@ -8,6 +8,24 @@ export interface CustomClient {
     /** A cluster's primaries, for the commands every primary needs (`RL.POLICY`). Without it a
      * custom client is one node. */
     primaries?(): Promise<PrimaryNode[]> | PrimaryNode[];
+    /** A new connection (or cluster client) of its own, for a call that may block in the server
+     * (`WAIT`): the limiter sends one waiting call at a time on it, and closes it with
+     * `close()`. Without it, waiting calls go through `send` as any other (then `send` must
+     * not queue other calls behind a blocked one). */
+    duplicate?(): Promise<CustomClient & {
+        close?(): unknown;
+    }> | (CustomClient & {
+        close?(): unknown;
+    });
+}
+/** A connection of its own for a call that may block in the server (`WAIT ms`): the limiter
+ * sends at most one command at a time on it (a blocked command holds it until answered). */
+export interface WaitConnection {
+    send(args: string[], key: string | undefined): Promise<unknown>;
+    /** Still connected (else the pool drops it instead of reusing it). */
+    healthy(): boolean;
+    /** Closes it (the server drops a call still blocked on it: nothing is spent). */
+    close(): void;
 }
 /** One primary of the server or cluster: its name (`"host:port"`) and a way to send it a
  * command. */
@@ -30,6 +48,11 @@ export interface Adapter {
     /** Every primary (one on a single server), for the commands that have no key and must
      * reach each of them (`RL.POLICY`: policies are per node). */
     primaries(): Promise<PrimaryNode[]>;
+    /** Opens a connection of its own (a duplicate of the application's client, with the same
+     * options but no command or socket timeout, and no reconnection) for one waiting call at a
+     * time; undefined when the client cannot be duplicated (a custom client without
+     * `duplicate`): waiting calls then go through `send`. */
+    openWait?(): Promise<WaitConnection>;
     /** Closes what the adapter itself opened (never the application's client). */
     close(): Promise<void>;
 }

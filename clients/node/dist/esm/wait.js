@@ -1,0 +1,84 @@
+// Connections for calls that may block in the server (`WAIT ms`).
+//
+// ioredis and node-redis multiplex one connection: a command the server blocks (as it blocks
+// BLPOP) holds every command queued behind it on that connection. So a waiting call never
+// goes on the application's client: it takes a connection of its own from this pool (a
+// duplicate of the client: same server, options and credentials), one call at a time, and
+// gives it back when answered. At most `max` such connections are open; a waiting call
+// beyond them waits here for one (within its own timeout). A call that times out on the
+// client closes its connection (the server then drops its blocked call: nothing is spent
+// unless the admission crossed on the wire).
+export class WaitPool {
+    factory;
+    max;
+    idle = [];
+    queue = [];
+    open = 0;
+    closed = false;
+    constructor(factory, max) {
+        this.factory = factory;
+        this.max = max;
+        if (!Number.isSafeInteger(max) || max < 1)
+            throw new RangeError('redis-ratelimit: waitConnections must be an integer >= 1');
+    }
+    /** Connections open now (idle or in use). */
+    get size() { return this.open; }
+    /** Idle connections. */
+    get idleCount() { return this.idle.length; }
+    acquire() {
+        if (this.closed)
+            return Promise.reject(new Error('redis-ratelimit: the limiter was closed'));
+        while (this.idle.length) {
+            const c = this.idle.pop();
+            if (c.healthy())
+                return Promise.resolve(c);
+            this.drop(c);
+        }
+        if (this.open < this.max)
+            return this.create();
+        return new Promise((resolve, reject) => this.queue.push({ resolve, reject }));
+    }
+    /** Back to the pool (`reuse`: it answered and is still connected), else closed. */
+    release(c, reuse) {
+        if (!reuse || this.closed || !c.healthy()) {
+            this.drop(c);
+            const next = this.queue.shift();
+            if (next && !this.closed)
+                this.create().then(next.resolve, next.reject);
+            return;
+        }
+        const next = this.queue.shift();
+        if (next)
+            next.resolve(c);
+        else
+            this.idle.push(c);
+    }
+    /** Closes the idle connections now and the others when their call ends; later calls fail. */
+    close() {
+        this.closed = true;
+        for (const c of this.idle.splice(0))
+            this.drop(c);
+        for (const q of this.queue.splice(0))
+            q.reject(new Error('redis-ratelimit: the limiter was closed'));
+    }
+    create() {
+        this.open++;
+        return this.factory().then((c) => {
+            if (this.closed) {
+                this.drop(c);
+                throw new Error('redis-ratelimit: the limiter was closed');
+            }
+            return c;
+        }, (err) => {
+            this.open--;
+            throw err;
+        });
+    }
+    drop(c) {
+        this.open--;
+        try {
+            c.close();
+        }
+        catch { /* already closed */ }
+    }
+}
