@@ -10,6 +10,7 @@ Every case file of the directory is run, including the Node side's ``node-*.json
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import pathlib
 import time
@@ -43,7 +44,7 @@ CASES = load_cases()
 
 def test_every_case_file_has_cases():
     files = {f.stem for f in CASES_DIR.glob("*.json")}
-    assert {"core", "headers", "block", "mount", "routes", "policy"} <= files
+    assert {"core", "headers", "block", "mount", "routes", "policy", "wait"} <= files
     assert files == {stem for stem, _ in CASES}
 
 
@@ -89,7 +90,8 @@ def limit_of(spec: Dict[str, Any]) -> Limit:
     rule = Policy(spec["policy"]) if "policy" in spec else rule_of(spec["rule"])
     return Limit(spec["name"], rule, header_fn(spec["key"]["header"]),
                  fail_open=spec.get("fail_open", True), shadow=spec.get("shadow"),
-                 cost=cost_of(spec.get("cost")), block_ms=spec.get("block_ms"))
+                 cost=cost_of(spec.get("cost")), block_ms=spec.get("block_ms"),
+                 wait_ms=spec.get("wait_ms"))
 
 
 def config_of(spec: Dict[str, Any]) -> Config:
@@ -262,8 +264,11 @@ def check_api_result(step: Dict[str, Any], res: Any, where: str) -> None:
         assert type(res.refused_by) is int, where  # never None (decision 1)
     else:
         # the module's reply order: the five fields, then delay_ms (QUEUE) or token
-        # (CONCURRENCY), then granted (PARTIAL), those the reply has
-        extra = [x for x in (res.delay_ms, res.token, res.granted) if x is not None]
+        # (CONCURRENCY), then granted (PARTIAL), probe (PROBE, 0/1), waited_ms (WAIT),
+        # those the reply has
+        probe = None if res.probe is None else int(res.probe)
+        extra = [x for x in (res.delay_ms, res.token, res.granted, probe, res.waited_ms)
+                 if x is not None]
         got = decision_list(res) + extra
         assert got[:len(exp["reply"])] == exp["reply"], f"{where}: {got} != {exp['reply']}"
 
@@ -287,11 +292,41 @@ def test_conformance(case, framework, r, redis_port, serve_wsgi, serve_asgi, htt
     is_async = framework == "fastapi"  # API steps: the sync client with Flask, asyncio with FastAPI
     sync_client = redis.Redis(port=redis_port)
     api = RateLimiter(sync_client)
+    # "async" requests: sent from threads, each on an HTTP connection of its own
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=8)
+    pending: Dict[str, Tuple[float, Any]] = {}
+
+    def send(req: Dict[str, Any]) -> Tuple[Any, float]:
+        import httpx
+
+        with httpx.Client(timeout=30) as own:
+            resp = own.request(req["method"], base + req["path"],
+                               headers=req.get("headers", {}))
+            return resp, time.time()
+
+    def check_response(resp: Any, exp: Dict[str, Any], t0: float, t1: float,
+                       where: str) -> None:
+        assert resp.status_code == exp["status"], f"{where}: {resp.status_code} {resp.text}"
+        for name, value in exp.get("headers", {}).items():
+            check_header(resp.headers.get(name), value, t0, t1, f"{where}: header {name}")
+        check_body(resp.text, exp, where)
+        check_keys(r, exp, where)
+
     try:
         for i, step in enumerate(case["steps"]):
             where = f"{case['name']} [{framework}] step {i}"
             if "advance_ms" in step:
                 r.execute_command("RL.CLOCK", "ADVANCE", step["advance_ms"])
+                continue
+            if "until_waiting" in step:
+                until_waiting(r, step["until_waiting"], where)
+                continue
+            if "await" in step:
+                name = step["await"]
+                assert name in pending, f"{where}: no pending request {name!r}"
+                t0, fut = pending.pop(name)
+                resp, t1 = fut.result(timeout=30)
+                check_response(resp, step["expect"], t0, t1, where)
                 continue
             if "policy" in step and "api" not in step:  # an operator's RL.POLICY
                 exp = step.get("expect", {})
@@ -320,14 +355,28 @@ def test_conformance(case, framework, r, redis_port, serve_wsgi, serve_asgi, htt
                 continue
             req = step["request"]
             t0 = time.time()
+            if "async" in step:
+                assert step["async"] not in pending, f"{where}: {step['async']} reused"
+                pending[step["async"]] = (t0, pool.submit(send, req))
+                continue
             resp = http.request(req["method"], base + req["path"],
                                 headers=req.get("headers", {}))
             t1 = time.time()
-            exp = step["expect"]
-            assert resp.status_code == exp["status"], f"{where}: {resp.status_code} {resp.text}"
-            for name, value in exp.get("headers", {}).items():
-                check_header(resp.headers.get(name), value, t0, t1, f"{where}: header {name}")
-            check_body(resp.text, exp, where)
-            check_keys(r, exp, where)
+            check_response(resp, step["expect"], t0, t1, where)
+        assert not pending, f"{case['name']}: responses never awaited: {sorted(pending)}"
     finally:
+        if pending:  # a failed case: let held requests time out before the servers close
+            r.execute_command("RL.CLOCK", "ADVANCE", 86_400_000)
+        pool.shutdown(wait=True)
         sync_client.close()
+
+
+def until_waiting(r: Any, n: int, where: str) -> None:
+    """Polls INFO ratelimit until the server holds ``n`` waiting clients (10 s at most)."""
+    deadline = time.monotonic() + 10
+    while True:
+        got = int(r.info("ratelimit")["ratelimit_waiting_clients"])
+        if got == n:
+            return
+        assert time.monotonic() < deadline, f"{where}: {got} waiting clients, not {n}"
+        time.sleep(0.002)

@@ -30,7 +30,9 @@ class Options:
     ``cost`` 1 is the default and is not sent; ``cost=0`` sends ``COST 0`` (a peek).
     ``refund`` sends ``REFUND n`` instead of ``COST``. ``partial`` sends ``PARTIAL`` (the
     reply gains ``granted``), ``reserve`` ``RESERVE r``, ``block_ms`` ``BLOCK ms`` and
-    ``stagger`` ``STAGGER`` (FIXED and SLIDING only). The client only passes them on: the
+    ``stagger`` ``STAGGER`` (FIXED and SLIDING only). ``wait_ms`` sends ``WAIT ms`` (held in
+    the server until admitted or ``ms`` pass; the reply gains ``waited_ms``), ``probe``
+    ``PROBE`` (the reply gains ``probe``). The client only passes them on: the
     server decides, and a server without the option answers ``ERR syntax error``.
     """
 
@@ -41,15 +43,18 @@ class Options:
     reserve: Optional[int] = None
     block_ms: Optional[int] = None
     stagger: bool = False
+    wait_ms: Optional[int] = None
+    probe: bool = False
 
     def args(self, algorithm: str, *, in_all: bool = False) -> List[Arg]:
         if in_all:
             taken = [n for n, v in (("block_ms", self.block_ms), ("refund", self.refund),
-                                    ("partial", self.partial)) if v not in (None, False)]
+                                    ("partial", self.partial), ("wait_ms", self.wait_ms),
+                                    ("probe", self.probe)) if v not in (None, False)]
             if taken:
                 raise ValueError(f"RL.ALL takes no {', '.join(taken)}: check a rule with "
                                  "them in a command of its own (the middleware does that "
-                                 "for Limit(block_ms=...))")
+                                 "for Limit(block_ms=...) and Limit(wait_ms=...))")
         out: List[Arg] = []
         if self.refund is not None:
             if self.cost != 1:
@@ -69,6 +74,10 @@ class Options:
             out.append("STAGGER")
         if self.dryrun and not in_all:
             out.append("DRYRUN")
+        if self.probe:
+            out.append("PROBE")
+        if self.wait_ms is not None:
+            out += ["WAIT", _int(self.wait_ms, "wait_ms")]
         return out
 
 
@@ -148,8 +157,14 @@ class Rule:
         return [self.algorithm, *self.params, *self.options.args(self.algorithm, in_all=True)]
 
     def parse(self, reply: Sequence[Any]) -> "Decision":
-        return Decision.from_reply(reply, delay=self.algorithm == "QUEUE",
-                                   granted=self.options.partial)
+        o = self.options
+        return Decision.from_reply(reply, delay=self.algorithm == "QUEUE", granted=o.partial,
+                                   probe=o.probe, waited=o.wait_ms is not None)
+
+    @property
+    def wait_ms(self) -> Optional[int]:
+        """The rule's ``WAIT ms`` (None: answered at once)."""
+        return self.options.wait_ms
 
     def unspent(self, d: "Decision") -> "Decision":
         """An RL.ALL rule that would have admitted a refused request answered as if it had
@@ -163,7 +178,8 @@ class Rule:
             num, den = ei
             reset = max(0, -(-(reset * den - self.cost * num) // den))
         return Decision(d.allowed, d.limit, min(d.limit, d.remaining + self.cost),
-                        d.retry_after_ms, reset, d.delay_ms, d.token, d.granted)
+                        d.retry_after_ms, reset, d.delay_ms, d.token, d.granted, d.probe,
+                        d.waited_ms)
 
     # ---- numbers derived from the rule (headers, in-memory fallback)
 
@@ -190,8 +206,10 @@ class Rule:
 class Decision:
     """A rate command's reply: the five standard fields, and the extra ones when present.
 
-    ``delay_ms`` (RL.QUEUE), ``token`` (RL.ACQUIRE; None when refused) and ``granted``
-    (with ``partial=True``) are None when the command does not send them.
+    ``delay_ms`` (RL.QUEUE), ``token`` (RL.ACQUIRE; None when refused), ``granted``
+    (with ``partial=True``), ``probe`` (with ``probe=True``: True when this request is the
+    probe of a paused key) and ``waited_ms`` (with ``wait_ms``: how long the server held the
+    request, 0 when answered at once) are None when the command does not send them.
     """
 
     allowed: bool
@@ -202,25 +220,34 @@ class Decision:
     delay_ms: Optional[int] = None
     token: Optional[str] = None
     granted: Optional[int] = None
+    probe: Optional[bool] = None
+    waited_ms: Optional[int] = None
 
     def __bool__(self) -> bool:
         return self.allowed
 
     @classmethod
     def from_reply(cls, reply: Sequence[Any], *, delay: bool = False, token: bool = False,
-                   granted: bool = False) -> "Decision":
+                   granted: bool = False, probe: bool = False,
+                   waited: bool = False) -> "Decision":
+        """The extra fields, when sent, come in the module's order: ``delay_ms``, ``token``,
+        ``granted``, ``probe``, ``waited_ms``."""
         if not isinstance(reply, (list, tuple)) or len(reply) < 5:
             raise ValueError(f"not a rate-limit reply: {reply!r}")
         a, lim, rem, retry, reset = (int(x) for x in reply[:5])
         i = 5
-        d = t = g = None
+        d = t = g = p = w = None
         if delay:
             d, i = int(reply[i]), i + 1
         if token:
             t, i = _str(reply[i]), i + 1
         if granted:
             g, i = int(reply[i]), i + 1
-        return cls(a == 1, lim, rem, retry, reset, d, t, g)
+        if probe:
+            p, i = int(reply[i]) == 1, i + 1
+        if waited:
+            w, i = int(reply[i]), i + 1
+        return cls(a == 1, lim, rem, retry, reset, d, t, g, p, w)
 
 
 @dataclass(frozen=True)
@@ -264,13 +291,22 @@ def parse_all(rules: Sequence[Tuple[str, Any]], reply: Sequence[Any]) -> AllDeci
     return AllDecision(allowed, refused_by, decisions)
 
 
-def acquire_args(key: str, limit: int, lease_ms: int, dryrun: bool) -> List[Arg]:
+def acquire_args(key: str, limit: int, lease_ms: int, dryrun: bool,
+                 wait_ms: Optional[int] = None, probe: bool = False) -> List[Arg]:
     return ["RL.ACQUIRE", key, _int(limit, "limit"), _int(lease_ms, "lease_ms"),
-            *(["DRYRUN"] if dryrun else [])]
+            *(["DRYRUN"] if dryrun else []), *(["PROBE"] if probe else []),
+            *(["WAIT", _int(wait_ms, "wait_ms")] if wait_ms is not None else [])]
 
 
-def parse_acquire(reply: Sequence[Any]) -> Decision:
-    return Decision.from_reply(reply, token=True)
+def parse_acquire(reply: Sequence[Any], wait_ms: Optional[int] = None,
+                  probe: bool = False) -> Decision:
+    return Decision.from_reply(reply, token=True, probe=probe, waited=wait_ms is not None)
+
+
+def pause_args(key: str, ms: int, probe_ms: Optional[int] = None) -> List[Arg]:
+    """``RL.PAUSE key ms [PROBE probe_ms]``."""
+    return ["RL.PAUSE", key, _int(ms, "ms"),
+            *(["PROBE", _int(probe_ms, "probe_ms")] if probe_ms is not None else [])]
 
 
 def throttle_args(key: str, max_burst: int, count_per_period: int, period_s: int,

@@ -26,8 +26,10 @@ from ._protocol import (
     parse_all,
     parse_info,
     parse_throttle,
+    pause_args,
     throttle_args,
 )
+from ._wait import execute_waiting, execute_waiting_async
 from .policies import AsyncPolicies, Policies, Policy, allow_args, parse_allow
 
 #: ``(key, Rule)`` or ``(key, Policy("name"))`` pairs for ``all()``.
@@ -55,8 +57,15 @@ class RateLimiter:
     ``redis.cluster.RedisCluster``).
 
     Rate commands take the options of commands.md as keywords: ``cost`` (0 = peek),
-    ``dryrun``, ``refund``, ``partial`` (``Decision.granted``), ``reserve``, ``block_ms`` and
-    ``stagger`` (sliding and fixed).
+    ``dryrun``, ``refund``, ``partial`` (``Decision.granted``), ``reserve``, ``block_ms``,
+    ``stagger`` (sliding and fixed), ``wait_ms`` (``Decision.waited_ms``) and ``probe``
+    (``Decision.probe``).
+
+    A call with ``wait_ms`` > 0 may be held in the server until admitted: it is sent on a
+    connection checked out of the client's pool for that call alone, with a read timeout of
+    the connection's ``socket_timeout`` plus ``wait_ms`` (see ``_wait``), so the short
+    request-path timeout of :func:`connect` does not cut it short and other calls are not
+    held up (size the pool's ``max_connections`` for the concurrent waiters).
     """
 
     def __init__(self, client: Any):
@@ -67,9 +76,14 @@ class RateLimiter:
     def _x(self, *args: Any, **kw: Any) -> Any:
         return self.redis.execute_command(*args, **kw)
 
-    def rate(self, key: str, rule: Rule) -> Decision:
-        """Applies ``rule`` to ``key`` (the rule's own command)."""
-        return rule.parse(self._x(*rule.command_args(key)))
+    def _send(self, args: List[Any], wait_ms: Optional[int]) -> Any:
+        if wait_ms:  # WAIT 0 is answered at once
+            return execute_waiting(self.redis, args, wait_ms)
+        return self._x(*args)
+
+    def rate(self, key: str, rule: Union[Rule, Policy]) -> Decision:
+        """Applies ``rule`` to ``key`` (the rule's own command; a ``Policy``: RL.ALLOW)."""
+        return rule.parse(self._send(rule.command_args(key), rule.wait_ms))
 
     def gcra(self, key: str, burst: int, count: int, period_ms: int, **opts: Any) -> Decision:
         return self.rate(key, Rule.gcra(burst, count, period_ms, **opts))
@@ -91,9 +105,12 @@ class RateLimiter:
         """``Decision.delay_ms``: how long the admitted request waits before it proceeds."""
         return self.rate(key, Rule.queue(capacity, interval_ms, **opts))
 
-    def acquire(self, key: str, limit: int, lease_ms: int, dryrun: bool = False) -> Decision:
-        """A lease; ``Decision.token`` is its token (None when refused)."""
-        return parse_acquire(self._x(*acquire_args(key, limit, lease_ms, dryrun)))
+    def acquire(self, key: str, limit: int, lease_ms: int, dryrun: bool = False,
+                wait_ms: Optional[int] = None, probe: bool = False) -> Decision:
+        """A lease; ``Decision.token`` is its token (None when refused). ``wait_ms``: wait
+        in the server for a free slot (a RELEASE wakes the first waiter at once)."""
+        return parse_acquire(self._send(acquire_args(key, limit, lease_ms, dryrun, wait_ms,
+                                                     probe), wait_ms), wait_ms, probe)
 
     def release(self, key: str, token: str) -> bool:
         return int(self._x("RL.RELEASE", key, token)) == 1
@@ -115,14 +132,29 @@ class RateLimiter:
 
     def allow(self, key: str, policy: str, cost: int = 1, dryrun: bool = False,
               partial: bool = False, reserve: Optional[int] = None,
-              refund: Optional[int] = None) -> Decision:
+              refund: Optional[int] = None, wait_ms: Optional[int] = None,
+              probe: bool = False) -> Decision:
         """RL.ALLOW: the policy's algorithm on ``key``, with the version that applies to it.
         ``Decision.delay_ms`` for a QUEUE policy, ``token`` for CONCURRENCY, ``granted``
-        with ``partial``. An unknown policy raises ``redis.ResponseError`` (``no such
-        policy 'name'``)."""
-        return parse_allow(self._x(*allow_args(key, policy, cost=cost, dryrun=dryrun,
-                                               partial=partial, reserve=reserve,
-                                               refund=refund)), partial)
+        with ``partial``, ``probe`` with ``probe``, ``waited_ms`` with ``wait_ms``. An
+        unknown policy raises ``redis.ResponseError`` (``no such policy 'name'``)."""
+        args = allow_args(key, policy, cost=cost, dryrun=dryrun, partial=partial,
+                          reserve=reserve, refund=refund, wait_ms=wait_ms, probe=probe)
+        return parse_allow(self._send(args, wait_ms), partial, probe, wait_ms is not None)
+
+    def pause(self, key: str, ms: int, probe_ms: Optional[int] = None) -> int:
+        """RL.PAUSE: every request on ``key`` is refused for ``ms`` from now (extends, never
+        shortens, a pause or BLOCK penalty; works on a missing key). With ``probe_ms``: when
+        the pause ends, the first request sent with ``probe=True`` that its rule admits is the
+        probe (``Decision.probe`` True) and the key is paused again for ``probe_ms`` for
+        everyone else, until :meth:`resume` (it worked) or another ``pause`` (it failed).
+        Returns the ms until the pause ends."""
+        return int(self._x(*pause_args(key, ms, probe_ms)))
+
+    def resume(self, key: str) -> bool:
+        """RL.RESUME: lift a pause or a BLOCK penalty at once (waiters wake); True if one
+        was lifted."""
+        return int(self._x("RL.RESUME", key)) == 1
 
     def info(self, key: str) -> Optional[Dict[str, Any]]:
         """RL.INFO as a dict (None if the key does not exist)."""
@@ -154,8 +186,13 @@ class AsyncRateLimiter:
     async def _x(self, *args: Any, **kw: Any) -> Any:
         return await self.redis.execute_command(*args, **kw)
 
-    async def rate(self, key: str, rule: Rule) -> Decision:
-        return rule.parse(await self._x(*rule.command_args(key)))
+    async def _send(self, args: List[Any], wait_ms: Optional[int]) -> Any:
+        if wait_ms:
+            return await execute_waiting_async(self.redis, args, wait_ms)
+        return await self._x(*args)
+
+    async def rate(self, key: str, rule: Union[Rule, Policy]) -> Decision:
+        return rule.parse(await self._send(rule.command_args(key), rule.wait_ms))
 
     async def gcra(self, key: str, burst: int, count: int, period_ms: int,
                    **opts: Any) -> Decision:
@@ -178,9 +215,11 @@ class AsyncRateLimiter:
     async def queue(self, key: str, capacity: int, interval_ms: int, **opts: Any) -> Decision:
         return await self.rate(key, Rule.queue(capacity, interval_ms, **opts))
 
-    async def acquire(self, key: str, limit: int, lease_ms: int,
-                      dryrun: bool = False) -> Decision:
-        return parse_acquire(await self._x(*acquire_args(key, limit, lease_ms, dryrun)))
+    async def acquire(self, key: str, limit: int, lease_ms: int, dryrun: bool = False,
+                      wait_ms: Optional[int] = None, probe: bool = False) -> Decision:
+        return parse_acquire(await self._send(acquire_args(key, limit, lease_ms, dryrun,
+                                                           wait_ms, probe), wait_ms),
+                             wait_ms, probe)
 
     async def release(self, key: str, token: str) -> bool:
         return int(await self._x("RL.RELEASE", key, token)) == 1
@@ -198,10 +237,18 @@ class AsyncRateLimiter:
 
     async def allow(self, key: str, policy: str, cost: int = 1, dryrun: bool = False,
                     partial: bool = False, reserve: Optional[int] = None,
-                    refund: Optional[int] = None) -> Decision:
-        return parse_allow(await self._x(*allow_args(key, policy, cost=cost, dryrun=dryrun,
-                                                     partial=partial, reserve=reserve,
-                                                     refund=refund)), partial)
+                    refund: Optional[int] = None, wait_ms: Optional[int] = None,
+                    probe: bool = False) -> Decision:
+        args = allow_args(key, policy, cost=cost, dryrun=dryrun, partial=partial,
+                          reserve=reserve, refund=refund, wait_ms=wait_ms, probe=probe)
+        return parse_allow(await self._send(args, wait_ms), partial, probe,
+                           wait_ms is not None)
+
+    async def pause(self, key: str, ms: int, probe_ms: Optional[int] = None) -> int:
+        return int(await self._x(*pause_args(key, ms, probe_ms)))
+
+    async def resume(self, key: str) -> bool:
+        return int(await self._x("RL.RESUME", key)) == 1
 
     async def info(self, key: str) -> Optional[Dict[str, Any]]:
         return parse_info(await self._x("RL.INFO", key))

@@ -10,8 +10,9 @@ for WSGI/Django, asyncio for ASGI), everything else once:
    one limit, one atomic ``RL.ALL`` for several (all or nothing: a request refused by its
    organisation's limit spends nothing of its user's). Shadow limits run in a command of
    their own, so that their refusals never keep the enforced limits from spending. A limit
-   with a ``block_ms`` penalty runs in its own command (``RL.ALL`` takes no ``BLOCK``), after
-   the other enforced limits admitted the request.
+   with a ``block_ms`` penalty, or a ``wait_ms`` (held in the server until admitted), runs in
+   its own command (``RL.ALL`` takes no ``BLOCK`` nor ``WAIT``), after the other enforced
+   limits admitted the request.
 3. :meth:`Engine.finish` — the outcome: pass (with the draft-10 headers to add) or refuse
    (429 with ``Retry-After``, or 503 when a fail-closed limit could not be checked).
 
@@ -44,6 +45,7 @@ from typing import (Any, Callable, Dict, List, Literal, Optional, Pattern, Seque
 import redis
 
 from ._protocol import Decision, Rule, all_args, parse_all
+from ._wait import execute_waiting, execute_waiting_async
 from .headers import Item, _ceil_div, render
 from .keys import KeyFunc, Request
 from .memory import MemoryLimiter
@@ -70,7 +72,11 @@ class Limit:
     token estimate from a header); 0 peeks. ``block_ms``: a penalty (``BLOCK ms``): when this
     limit refuses, its key refuses everything for ``block_ms`` (the login brute-force
     pattern); checked in a command of its own after the other limits admitted (also when
-    the rule itself carries ``block_ms``).
+    the rule itself carries ``block_ms``). ``wait_ms``: hold the HTTP request up to
+    ``wait_ms`` for room instead of answering 429 at once (``WAIT ms``: the server admits
+    waiters in arrival order); checked the same way, in a command of its own after the
+    other limits admitted; the headers come from the final reply. Not with ``block_ms``;
+    a shadow limit is sent without ``WAIT`` (it never refuses, nor holds a request).
     """
 
     name: str
@@ -81,12 +87,20 @@ class Limit:
     shadow: Optional[bool] = None  # None: Config.shadow; True / False: this limit's own
     cost: Union[int, Callable[[Request], int]] = 1
     block_ms: Optional[int] = None
+    wait_ms: Optional[int] = None
 
     def __post_init__(self) -> None:
         if self.block_ms is not None and (isinstance(self.block_ms, bool)
                                           or not isinstance(self.block_ms, int)
                                           or self.block_ms < 1):
             raise ValueError("block_ms must be a positive int (milliseconds)")
+        if self.wait_ms is not None and (isinstance(self.wait_ms, bool)
+                                         or not isinstance(self.wait_ms, int)
+                                         or not 0 <= self.wait_ms <= 86_400_000):
+            raise ValueError("wait_ms must be an int from 0 to 86400000 (milliseconds)")
+        if self.waits and self.blocks:
+            raise ValueError(f"limit {self.name!r}: wait_ms and block_ms do not go together "
+                             "(the module answers WAIT with BLOCK with ERR syntax error)")
         if not callable(self.cost) and (isinstance(self.cost, bool)
                                         or not isinstance(self.cost, int) or self.cost < 0):
             raise ValueError("cost must be an int >= 0 or a function of the request")
@@ -101,19 +115,29 @@ class Limit:
             return False  # the module applies a policy's BLOCK, inside RL.ALL too
         return self.block_ms is not None or self.rule.options.block_ms is not None
 
+    @property
+    def waits(self) -> bool:
+        """True when the limit holds a request for room (``WAIT ms``)."""
+        return self.wait_ms is not None or self.rule.wait_ms is not None
+
     def cost_of(self, req: Request) -> int:
         c = self.cost(req) if callable(self.cost) else self.cost
         if isinstance(c, bool) or not isinstance(c, int) or c < 0:
             raise ValueError(f"cost of limit {self.name!r} must be an int >= 0, not {c!r}")
         return c
 
-    def rule_for(self, cost: int) -> Union[Rule, Policy]:
-        """The rule as sent for one request: with its cost and block penalty."""
-        if isinstance(self.rule, Policy):
-            return self.rule if cost == self.rule.cost else self.rule.with_options(cost=cost)
+    def rule_for(self, cost: int, shadow: bool = False) -> Union[Rule, Policy]:
+        """The rule as sent for one request: with its cost, block penalty and wait (none in
+        shadow mode)."""
         opts: Dict[str, Any] = {}
-        if cost != self.rule.options.cost:
+        if cost != self.rule.cost:
             opts["cost"] = cost
+        wait = None if shadow else (self.wait_ms if self.wait_ms is not None
+                                    else self.rule.wait_ms)
+        if wait != self.rule.wait_ms:
+            opts["wait_ms"] = wait
+        if isinstance(self.rule, Policy):
+            return self.rule.with_options(**opts) if opts else self.rule
         if self.block_ms is not None and self.rule.options.block_ms != self.block_ms:
             opts["block_ms"] = self.block_ms
         return self.rule.with_options(**opts) if opts else self.rule
@@ -251,6 +275,7 @@ class Batch:
     args: List[Any]
     parse: Callable[[Any], List[Decision]]
     gated: bool = False
+    wait_ms: Optional[int] = None  # WAIT ms: sent with a read timeout that outlasts it
 
     def should_run(self, results: Sequence[Tuple[Call, "Result"]]) -> bool:
         return not self.gated or all(
@@ -349,8 +374,9 @@ class Engine:
         for lim in limits:
             ident = lim.key(req)
             if ident is not None:
-                call = Call(lim, f"{base}{lim.name}:{ident}", lim.rule_for(lim.cost_of(req)),
-                            cfg.shadow if lim.shadow is None else lim.shadow)
+                shadow = cfg.shadow if lim.shadow is None else lim.shadow
+                call = Call(lim, f"{base}{lim.name}:{ident}",
+                            lim.rule_for(lim.cost_of(req), shadow), shadow)
                 # the module answers ERR COST must not exceed ...: decided here, for every
                 # algorithm, from the rule's limit (burst, capacity or window limit)
                 # (a policy's limit is the server's: not known here, the module decides)
@@ -399,18 +425,19 @@ class Engine:
         to hash to (not all or nothing; give the config a ``hash_tag`` for one RL.ALL), so
         that the behaviour never depends on the key names.
 
-        Limits with a BLOCK penalty each get a command of their own (RL.ALL takes no
-        BLOCK); an enforced one is *gated*: it runs only when every enforced decision
-        before it admitted (a request the others refuse does not hit the penalty)."""
+        Limits with a BLOCK penalty or a WAIT each get a command of their own (RL.ALL takes
+        neither); an enforced one is *gated*: it runs only when every enforced decision
+        before it admitted (a request the others refuse does not hit the penalty, nor wait
+        for room it would not use)."""
         out: List[Batch] = []
         for shadow in (False, True):
             group = tuple(c for c in plan.calls if c.shadow == shadow)
-            plain = tuple(c for c in group if not c.limit.blocks)
+            plain = tuple(c for c in group if not _alone(c))
             if len(plain) > 1 and cluster and not plan.tagged:
                 out += [_batch((c,)) for c in plain]
             elif plain:
                 out.append(_batch(plain))
-            out += [_batch((c,), gated=not shadow) for c in group if c.limit.blocks]
+            out += [_batch((c,), gated=not shadow) for c in group if _alone(c)]
         return out
 
     # ---- 3. finish
@@ -458,7 +485,8 @@ class Engine:
                 rule = ver.rule if ver else None
                 if isinstance(d, Unspent):  # from a refused RL.ALL: nothing was spent
                     d = Decision(d.allowed, d.limit, d.remaining, d.retry_after_ms,
-                                 d.reset_after_ms, d.delay_ms, d.token, d.granted)
+                                 d.reset_after_ms, d.delay_ms, d.token, d.granted, d.probe,
+                                 d.waited_ms)
                     if rule is not None:
                         d = rule.with_options(cost=call.rule.cost).unspent(d)
                 if ver is not None and ver.mode == "shadow":
@@ -510,10 +538,16 @@ def _problem(status: int, type_: str, title: str, policies: List[str],
                    json.dumps(body).encode())
 
 
+def _alone(c: Call) -> bool:
+    """A call that needs a command of its own: a BLOCK penalty or a WAIT."""
+    return c.limit.blocks or c.rule.wait_ms is not None
+
+
 def _batch(calls: Tuple[Call, ...], gated: bool = False) -> Batch:
     if len(calls) == 1:
         (c,) = calls
-        return Batch(calls, c.rule.command_args(c.key), lambda r: [c.rule.parse(r)], gated)
+        return Batch(calls, c.rule.command_args(c.key), lambda r: [c.rule.parse(r)], gated,
+                     c.rule.wait_ms)
     rules = [(c.key, c.rule) for c in calls]
 
     def parse(reply: Any) -> List[Decision]:
@@ -583,7 +617,9 @@ def run_sync(engine: Engine, client: Any, plan: Plan) -> Outcome:
             results += [(c, CircuitOpen("Redis failed recently")) for c in b.calls]
             continue
         try:
-            results += zip(b.calls, b.parse(client.execute_command(*b.args)))
+            reply = (execute_waiting(client, b.args, b.wait_ms) if b.wait_ms
+                     else client.execute_command(*b.args))
+            results += zip(b.calls, b.parse(reply))
         except Exception as e:
             if not _failure(engine, e):
                 raise
@@ -609,7 +645,9 @@ async def run_async(engine: Engine, client: Any, plan: Plan) -> Outcome:
             results += [(c, CircuitOpen("Redis failed recently")) for c in b.calls]
             continue
         try:
-            results += zip(b.calls, b.parse(await client.execute_command(*b.args)))
+            reply = (await execute_waiting_async(client, b.args, b.wait_ms) if b.wait_ms
+                     else await client.execute_command(*b.args))
+            results += zip(b.calls, b.parse(reply))
         except Exception as e:
             if not _failure(engine, e):
                 raise

@@ -35,6 +35,7 @@ class Policy:
     name: str
     cost: int = 1
     reserve: Optional[int] = None
+    wait_ms: Optional[int] = None  # RL.ALLOW ... WAIT ms (alone only: RL.ALL takes no WAIT)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -42,14 +43,16 @@ class Policy:
         _int(self.cost, "cost")
         if self.reserve is not None:
             _int(self.reserve, "reserve")
+        if self.wait_ms is not None:
+            _int(self.wait_ms, "wait_ms")
 
     def with_options(self, **opts: Any) -> "Policy":
-        cur = {"cost": self.cost, "reserve": self.reserve}
+        cur = {"cost": self.cost, "reserve": self.reserve, "wait_ms": self.wait_ms}
         cur.update(opts)
         return Policy(self.name, **cur)
 
     def _options(self) -> Options:
-        return Options(cost=self.cost, reserve=self.reserve)
+        return Options(cost=self.cost, reserve=self.reserve, wait_ms=self.wait_ms)
 
     def all_args(self) -> List[Arg]:
         """This policy as one rule of ``RL.ALL``."""
@@ -60,7 +63,7 @@ class Policy:
         return ["RL.ALLOW", key, self.name, *self._options().args("POLICY")]
 
     def parse(self, reply: Sequence[Any]) -> Decision:
-        return parse_allow(reply)
+        return parse_allow(reply, waited=self.wait_ms is not None)
 
     def unspent(self, d: Decision) -> Decision:
         """In a refused ``RL.ALL`` a policy that would have admitted spent nothing; its real
@@ -75,19 +78,26 @@ class Unspent(Decision):
 
 def allow_args(key: str, policy: str, *, cost: int = 1, dryrun: bool = False,
                partial: bool = False, reserve: Optional[int] = None,
-               refund: Optional[int] = None) -> List[Arg]:
-    opts = Options(cost=cost, dryrun=dryrun, refund=refund, partial=partial, reserve=reserve)
+               refund: Optional[int] = None, wait_ms: Optional[int] = None,
+               probe: bool = False) -> List[Arg]:
+    opts = Options(cost=cost, dryrun=dryrun, refund=refund, partial=partial, reserve=reserve,
+                   wait_ms=wait_ms, probe=probe)
     return ["RL.ALLOW", key, policy, *opts.args("POLICY")]
 
 
-def parse_allow(reply: Sequence[Any], partial: bool = False) -> Decision:
+def parse_allow(reply: Sequence[Any], partial: bool = False, probe: bool = False,
+                waited: bool = False) -> Decision:
     """``RL.ALLOW``'s reply: the five fields, then (by the policy's algorithm) QUEUE's
     ``delay_ms`` (an integer) or CONCURRENCY's ``token`` (a string, nil when refused), then
-    ``granted`` with PARTIAL. The client does not know the algorithm: the shape tells."""
+    ``granted`` with PARTIAL, ``probe`` with PROBE, ``waited_ms`` with WAIT. The client does
+    not know the algorithm: the fields it asked for are taken from the end, and the shape of
+    what is left tells."""
     if not isinstance(reply, (list, tuple)) or len(reply) < 5:
         raise ValueError(f"not a rate-limit reply: {reply!r}")
     a, lim, rem, retry, reset = (int(x) for x in reply[:5])
     extra = list(reply[5:])
+    waited_ms = int(extra.pop()) if waited and extra else None
+    probed = int(extra.pop()) == 1 if probe and extra else None
     granted = int(extra.pop()) if partial and extra else None
     delay = token = None
     if extra:
@@ -96,7 +106,7 @@ def parse_allow(reply: Sequence[Any], partial: bool = False) -> Decision:
             delay = x
         else:
             token = _str(x)
-    return Decision(a == 1, lim, rem, retry, reset, delay, token, granted)
+    return Decision(a == 1, lim, rem, retry, reset, delay, token, granted, probed, waited_ms)
 
 
 def rule_args(rule: RuleSpec) -> List[Arg]:
