@@ -79,7 +79,8 @@ impl Waiter {
 struct Queue {
     id: u64,
     waiters: VecDeque<Waiter>,
-    timer: Option<u64>,
+    /// The pending timer and the module time it was set for.
+    timer: Option<(u64, u64)>,
 }
 
 #[derive(Default)]
@@ -223,18 +224,21 @@ fn deadline(q: &Queues, k: &QKey) -> u64 {
 /// Processes `k`'s queue at module time `at_us` (now: at once), unless a timer of it fires
 /// sooner. With the test clock only "at once" is scheduled.
 fn schedule(ctx: Ctx, q: &mut Queues, k: &QKey, at_us: u64, now_us: u64) {
-    let at_once = at_us <= now_us;
-    if !at_once && clock::source() == "test" {
+    let at_us = at_us.max(now_us);
+    if at_us > now_us && clock::source() == "test" {
         return;
     }
-    let delay_ms = at_us.saturating_sub(now_us).div_ceil(1000);
     let Some(queue) = q.by_key.get_mut(k) else {
         return;
     };
-    if let Some(t) = queue.timer.take() {
-        rm::stop_timer(ctx, t);
+    match queue.timer {
+        // One already fires no later.
+        Some((_, t_at)) if t_at <= at_us => return,
+        Some((t, _)) => rm::stop_timer(ctx, t),
+        None => {}
     }
-    queue.timer = Some(rm::create_timer(ctx, delay_ms, queue.id));
+    let delay_ms = at_us.saturating_sub(now_us).div_ceil(1000);
+    queue.timer = Some((rm::create_timer(ctx, delay_ms, queue.id), at_us));
 }
 
 /// A write by a request (not a waiter's), or the key's deletion or expiry: the key's
@@ -382,7 +386,7 @@ fn process(ctx: Ctx, k: &QKey) {
     let mut q = queues();
     if let Some(queue) = q.by_key.remove(k) {
         q.by_id.remove(&queue.id);
-        if let Some(t) = queue.timer {
+        if let Some((t, _)) = queue.timer {
             rm::stop_timer(ctx, t);
         }
     }
