@@ -69,6 +69,7 @@ pub enum Opt {
     Block,
     Stagger,
     DryRun,
+    Probe,
 }
 
 /// What follows an option's keyword.
@@ -111,7 +112,7 @@ const _: () = {
 };
 
 /// Every option, in [`Opt`] order.
-pub const OPTIONS: [OptSpec; 7] = [
+pub const OPTIONS: [OptSpec; 8] = [
     OptSpec {
         opt: Opt::Cost,
         word: "COST",
@@ -145,6 +146,11 @@ pub const OPTIONS: [OptSpec; 7] = [
     OptSpec {
         opt: Opt::DryRun,
         word: "DRYRUN",
+        value: Value::Flag,
+    },
+    OptSpec {
+        opt: Opt::Probe,
+        word: "PROBE",
         value: Value::Flag,
     },
 ];
@@ -204,6 +210,7 @@ pub const RATE: OptSet = OptSet::of(&[
     Opt::Reserve,
     Opt::Block,
     Opt::DryRun,
+    Opt::Probe,
 ]);
 
 /// The options an RL.ALL rule may take, where its algorithm takes them (RL.ALL takes DRYRUN
@@ -246,6 +253,7 @@ pub struct Opts {
     pub block_ms: u64,
     pub stagger: bool,
     pub dryrun: bool,
+    pub probe: bool,
 }
 
 impl Opts {
@@ -257,6 +265,7 @@ impl Opts {
         block_ms: 0,
         stagger: false,
         dryrun: false,
+        probe: false,
     };
 
     /// The options `g` make for a rule whose limit is `limit` (named `limit_name` in
@@ -280,6 +289,7 @@ impl Opts {
             block_ms: g.get(Opt::Block).unwrap_or(0),
             stagger: g.has(Opt::Stagger),
             dryrun: g.has(Opt::DryRun),
+            probe: g.has(Opt::Probe),
         };
         check(&opts.request(), limit, limit_name)?;
         Ok(opts)
@@ -292,13 +302,14 @@ impl Opts {
             partial: self.partial,
             reserve: self.reserve,
             block_ms: self.block_ms,
+            probe: self.probe,
             commit: !self.dryrun,
         }
     }
 }
 
 /// The options of a rate command, in any order, case-insensitive, each at most once:
-/// `[COST n | REFUND n] [PARTIAL] [RESERVE r] [BLOCK ms] [STAGGER] [DRYRUN]` (those in
+/// `[COST n | REFUND n] [PARTIAL] [RESERVE r] [BLOCK ms] [STAGGER] [DRYRUN] [PROBE]` (those in
 /// `takes`). `limit` is the command's limit argument, named `limit_name` in errors.
 /// Anything else is `ERR syntax error`.
 pub fn options<W: Word>(
@@ -329,7 +340,7 @@ pub fn check(req: &Request, limit: u64, limit_name: &'static str) -> Result<(), 
         // A refund is not a request: it takes no cost, grant, reserve or penalty. Any n: a
         // refund never goes past a fresh state, so more than the limit is all.
         Ask::Refund(0) => Err(ParamError::NotPositive("refund")),
-        Ask::Refund(_) if req.partial || req.reserve > 0 || req.block_ms > 0 => {
+        Ask::Refund(_) if req.partial || req.reserve > 0 || req.block_ms > 0 || req.probe => {
             Err(ParamError::Syntax)
         }
         Ask::Refund(_) => Ok(()),

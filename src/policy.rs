@@ -538,8 +538,8 @@ impl TopKeys {
             if e == 0 {
                 break;
             }
-            let home = self.hashes.get(usize::from(e - 1)).copied().unwrap_or(0) as usize
-                & (INDEX - 1);
+            let home =
+                self.hashes.get(usize::from(e - 1)).copied().unwrap_or(0) as usize & (INDEX - 1);
             // The entry at j may move to the hole if its home is not cyclically in (hole, j].
             let between = if hole <= j {
                 hole < home && home <= j
