@@ -23,6 +23,14 @@ pub enum Write {
         quantity: u64,
         now_us: u64,
     },
+    /// `RL.PAUSE` for `ms` (with `PROBE probe_ms`) at `now_us`.
+    Pause {
+        ms: u64,
+        probe_ms: Option<u64>,
+        now_us: u64,
+    },
+    /// `RL.RESUME` at `now_us`.
+    Resume { now_us: u64 },
 }
 
 impl Write {
@@ -31,7 +39,7 @@ impl Write {
     pub fn run(&self, s: &mut State) {
         match self {
             Write::Op(op) => {
-                if s.algo() == op.algo() {
+                if s.fits(op.algo()) {
                     op.run(s);
                 }
             }
@@ -41,12 +49,23 @@ impl Write {
                 now_us,
             } => {
                 let Ok(gp) = gcra_params(p) else { return };
-                if s.algo() != crate::algo::table::Algo::Gcra {
+                if !s.fits(crate::algo::table::Algo::Gcra) {
                     return;
                 }
                 if let Some(next) = throttle(s, p, &gp, *quantity, *now_us).next {
                     *s = next;
                 }
+            }
+            Write::Pause {
+                ms,
+                probe_ms,
+                now_us,
+            } => {
+                crate::rule::pause(s, *ms, *probe_ms, *now_us);
+            }
+            Write::Resume { now_us } => {
+                // Nothing left (TTL 0): the key is deleted; what `s` holds then is not stored.
+                crate::rule::resume(s, *now_us);
             }
         }
     }
@@ -96,17 +115,26 @@ pub fn throttle(
     now_us: u64,
 ) -> Throttled {
     let now_ns = now_us.saturating_mul(1000);
-    let blocked_until_us = state.blocked_until_us();
+    // A pause (CL.THROTTLE takes no PROBE) refuses as a block does, to its end (in probe
+    // mode: for probe_ms more, until RL.RESUME), and keeps the key to its end.
+    let paused = state.pause().and_then(|p| {
+        let left = p.refusing_us(now_us)?;
+        Some((now_us.saturating_add(left), p.lasts_until_us()))
+    });
+    let (blocked_until_us, lasts_us) = match paused {
+        Some(p) => p,
+        None => (state.blocked_until_us(), state.blocked_until_us()),
+    };
     // The stored TAT; `retimed`: written under another emission interval, so re-timed by
     // its units (stored even on a refusal, as RL.GCRA does).
-    let (tat, retimed) = match state.unblocked() {
+    let (tat, retimed) = match state.own() {
         // The same interval as redis-cell counts it (whole ns): the TAT as it is, as
         // redis-cell reads it, whatever exact rate wrote it.
-        State::Gcra(b) if stored_interval_ns(&b.params) == i128::from(p.t_ns()) => (
+        Some(State::Gcra(b)) if stored_interval_ns(&b.params) == i128::from(p.t_ns()) => (
             Some(b.tat.ns.saturating_add(u64::from(b.tat.frac > 0))),
             false,
         ),
-        State::Gcra(b) => {
+        Some(State::Gcra(b)) => {
             let (ns, retimed) = gcra::view_ns(b.stored(), gp, p.t_ns(), now_us);
             (Some(ns), retimed)
         }
@@ -119,9 +147,10 @@ pub fn throttle(
         let (peek, _, _) = cell::throttle(tat, p, 0, now_ns);
         let (alone, _, _) = cell::throttle(tat, p, quantity, now_ns);
         let left_s = i64::try_from((blocked_until_us - now_us).div_ceil(1_000_000)).unwrap_or(0);
+        let lasts_s = i64::try_from(lasts_us.saturating_sub(now_us).div_ceil(1_000_000));
         let mut reply = peek;
         reply.remaining = 0;
-        reply.reset_after_s = reply.reset_after_s.max(left_s);
+        reply.reset_after_s = reply.reset_after_s.max(lasts_s.unwrap_or(0));
         if quantity > 0 {
             reply.limited = true;
             reply.retry_after_s = match (alone.limited, alone.retry_after_s) {
@@ -267,20 +296,29 @@ mod tests {
                 .boxed(),
         };
         let blocked = algo != Algo::Concurrency;
-        (body, proptest::option::of(edge(u64::MAX)), any::<bool>()).prop_map(
-            move |(fields, until, wrap)| {
+        let pause = (edge(u64::MAX), edge(MAX_SPAN_MS + 1));
+        (
+            body,
+            proptest::option::of(edge(u64::MAX)),
+            any::<bool>(),
+            proptest::option::of(pause),
+        )
+            .prop_map(move |(fields, until, wrap, pause)| {
                 let mut v = vec![ENCODING_VERSION];
                 if let (true, true, Some(u)) = (blocked, wrap, until) {
                     v.push(8);
                     v.extend(u.to_le_bytes());
+                } else if let Some((until, probe_ms)) = pause {
+                    v.push(9);
+                    v.extend(until.to_le_bytes());
+                    v.extend(probe_ms.to_le_bytes());
                 }
                 v.push(algo.tag());
                 for f in fields {
                     v.extend(f.to_le_bytes());
                 }
                 v
-            },
-        )
+            })
     }
 
     /// A state of `algo` the decoder accepts.
@@ -306,6 +344,9 @@ mod tests {
                 partial: partial && n > 0 && !refund,
                 reserve: if partial { 0 } else { reserve },
                 block_ms,
+                // Never replayed from an operation (a paused key's writes carry the state),
+                // but every state it writes must stay storable.
+                probe: !(refund && n > 0) && reserve % 2 == 1,
                 commit: true,
             })
     }
@@ -379,17 +420,34 @@ mod tests {
                 })
             },
         );
+        let pause = (
+            edge(MAX_SPAN_MS).prop_map(|v| v.max(1)),
+            proptest::option::of(edge(MAX_SPAN_MS).prop_map(|v| v.max(1))),
+            now(),
+            any::<bool>(),
+        )
+            .prop_map(|(ms, probe_ms, now_us, resume)| {
+                if resume {
+                    Write::Resume { now_us }
+                } else {
+                    Write::Pause {
+                        ms,
+                        probe_ms,
+                        now_us,
+                    }
+                }
+            });
         match algo {
-            Algo::Concurrency => prop_oneof![request, lease_op].boxed(),
-            Algo::Gcra => prop_oneof![request, throttle].boxed(),
-            _ => request.boxed(),
+            Algo::Concurrency => prop_oneof![2 => request, 2 => lease_op, 1 => pause].boxed(),
+            Algo::Gcra => prop_oneof![2 => request, 2 => throttle, 1 => pause].boxed(),
+            _ => prop_oneof![4 => request, 1 => pause].boxed(),
         }
     }
 
     /// The tokens a state holds (what RELEASE and RENEW name).
     fn tokens_of(s: &State) -> Vec<lease::Token> {
-        match s {
-            State::Concurrency(c) => c.leases.leases.iter().map(|l| l.token).collect(),
+        match s.own() {
+            Some(State::Concurrency(c)) => c.leases.leases.iter().map(|l| l.token).collect(),
             _ => Vec::new(),
         }
     }
@@ -419,6 +477,20 @@ mod tests {
         #[test] fn fixed_states_stay_storable((s, w) in case(Algo::Fixed)) { closed(s, w)? }
         #[test] fn log_states_stay_storable((s, w) in case(Algo::Log)) { closed(s, w)? }
         #[test] fn lease_states_stay_storable((s, w) in case(Algo::Concurrency)) { closed(s, w)? }
+        /// A key holding only a pause, then writes of any algorithm.
+        #[test] fn pause_only_states_stay_storable(
+            (until, probe_ms) in (edge(u64::MAX), edge(MAX_SPAN_MS + 1)),
+            (algo, w) in proptest::sample::select(crate::algo::table::ALL.to_vec())
+                .prop_flat_map(|a| (Just(a), proptest::collection::vec(write(a, Vec::new()), 1..4))),
+        ) {
+            let mut v = vec![ENCODING_VERSION, 9];
+            v.extend(until.to_le_bytes());
+            v.extend(probe_ms.to_le_bytes());
+            if let Ok(s) = State::decode(&v) {
+                prop_assert!(s.algo().is_none() && s.fits(algo));
+                closed(s, w)?
+            }
+        }
     }
 
     /// The repro: a lease state whose last token lies far ahead (accepted), then one

@@ -70,6 +70,7 @@ pub enum Opt {
     Stagger,
     DryRun,
     Wait,
+    Probe,
 }
 
 /// What follows an option's keyword.
@@ -119,7 +120,7 @@ const _: () = {
 pub const MAX_WAIT_MS: u64 = 86_400_000;
 
 /// Every option, in [`Opt`] order.
-pub const OPTIONS: [OptSpec; 8] = [
+pub const OPTIONS: [OptSpec; 9] = [
     OptSpec {
         opt: Opt::Cost,
         word: "COST",
@@ -160,6 +161,11 @@ pub const OPTIONS: [OptSpec; 8] = [
         word: "WAIT",
         value: Value::UpTo("wait_ms", MAX_WAIT_MS),
     },
+    OptSpec {
+        opt: Opt::Probe,
+        word: "PROBE",
+        value: Value::Flag,
+    },
 ];
 
 impl Opt {
@@ -171,7 +177,7 @@ impl Opt {
 
 /// A set of options (bit `1 << opt`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct OptSet(u8);
+pub struct OptSet(u16);
 
 impl OptSet {
     /// The set of `opts`.
@@ -179,18 +185,18 @@ impl OptSet {
         let mut bits = 0;
         let mut i = 0;
         while i < opts.len() {
-            bits |= 1 << opts[i] as u8;
+            bits |= 1 << opts[i] as u16;
             i += 1;
         }
         OptSet(bits)
     }
 
     pub const fn has(self, o: Opt) -> bool {
-        self.0 & (1 << o as u8) != 0
+        self.0 & (1 << o as u16) != 0
     }
 
     pub const fn with(self, o: Opt) -> OptSet {
-        OptSet(self.0 | 1 << o as u8)
+        OptSet(self.0 | 1 << o as u16)
     }
 
     /// The options in both sets.
@@ -218,6 +224,7 @@ pub const RATE: OptSet = OptSet::of(&[
     Opt::Block,
     Opt::DryRun,
     Opt::Wait,
+    Opt::Probe,
 ]);
 
 /// The options an RL.ALL rule may take, where its algorithm takes them (RL.ALL takes DRYRUN
@@ -262,6 +269,7 @@ pub struct Opts {
     pub dryrun: bool,
     /// `WAIT ms`: block until admitted, at most this long (None: not given).
     pub wait_ms: Option<u64>,
+    pub probe: bool,
 }
 
 impl Opts {
@@ -274,6 +282,7 @@ impl Opts {
         stagger: false,
         dryrun: false,
         wait_ms: None,
+        probe: false,
     };
 
     /// The options `g` make for a rule whose limit is `limit` (named `limit_name` in
@@ -298,6 +307,7 @@ impl Opts {
             stagger: g.has(Opt::Stagger),
             dryrun: g.has(Opt::DryRun),
             wait_ms: g.get(Opt::Wait),
+            probe: g.has(Opt::Probe),
         };
         // A penalty and a wait do not go together.
         if opts.wait_ms.is_some() && opts.block_ms > 0 {
@@ -314,13 +324,14 @@ impl Opts {
             partial: self.partial,
             reserve: self.reserve,
             block_ms: self.block_ms,
+            probe: self.probe,
             commit: !self.dryrun,
         }
     }
 }
 
 /// The options of a rate command, in any order, case-insensitive, each at most once:
-/// `[COST n | REFUND n] [PARTIAL] [RESERVE r] [BLOCK ms] [STAGGER] [DRYRUN]` (those in
+/// `[COST n | REFUND n] [PARTIAL] [RESERVE r] [BLOCK ms] [STAGGER] [DRYRUN] [PROBE]` (those in
 /// `takes`). `limit` is the command's limit argument, named `limit_name` in errors.
 /// Anything else is `ERR syntax error`.
 pub fn options<W: Word>(
@@ -351,7 +362,7 @@ pub fn check(req: &Request, limit: u64, limit_name: &'static str) -> Result<(), 
         // A refund is not a request: it takes no cost, grant, reserve or penalty. Any n: a
         // refund never goes past a fresh state, so more than the limit is all.
         Ask::Refund(0) => Err(ParamError::NotPositive("refund")),
-        Ask::Refund(_) if req.partial || req.reserve > 0 || req.block_ms > 0 => {
+        Ask::Refund(_) if req.partial || req.reserve > 0 || req.block_ms > 0 || req.probe => {
             Err(ParamError::Syntax)
         }
         Ask::Refund(_) => Ok(()),

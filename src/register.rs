@@ -154,6 +154,7 @@ fn build_args(args: &[Arg], arena: &mut Arena) -> *mut raw::RedisModuleCommandAr
             Arg::DryRun => out.push(arg(c"DRYRUN".as_ptr(), TOKEN, c"DRYRUN".as_ptr(), OPTIONAL)),
             Arg::Flag(w) => out.push(arg(w.as_ptr(), TOKEN, w.as_ptr(), OPTIONAL)),
             Arg::OptStr(n) => out.push(arg(n.as_ptr(), STR, NONE, OPTIONAL)),
+            Arg::OptPair(t, n) => out.push(arg(n.as_ptr(), INT, t.as_ptr(), OPTIONAL)),
         }
     }
     zero_terminated(out, arena)

@@ -188,6 +188,7 @@ impl Op {
                     partial: partial == 1,
                     reserve,
                     block_ms,
+                    probe: false,
                     commit: true,
                 };
                 // A write spends or refunds at least one unit; its options combine as the
@@ -243,6 +244,11 @@ impl Op {
 fn leases(s: &mut State) -> Option<&mut Leases> {
     match s {
         State::Concurrency(c) => Some(&mut c.leases),
+        // RELEASE and RENEW act on the leases under a pause.
+        State::Paused(p) => match &mut p.state {
+            Some(State::Concurrency(c)) => Some(&mut c.leases),
+            _ => None,
+        },
         _ => None,
     }
 }
@@ -287,6 +293,7 @@ mod tests {
                     partial: true,
                     reserve: 2,
                     block_ms: 500,
+                    probe: false,
                     commit: true,
                 },
                 T0,

@@ -1,14 +1,15 @@
 //! A rule is one algorithm with its parameters: what a rate command asks for. It connects
 //! the stored [`State`] to the pure algorithms (each behind [`Algorithm`]), and builds the
-//! request options (`PARTIAL`, `RESERVE`, `BLOCK`, `REFUND`, peeks, dry runs) on their
-//! `spend` and `refund` once for every algorithm; still no Redis types here.
+//! request options (`PARTIAL`, `RESERVE`, `BLOCK`, `REFUND`, `PROBE`, peeks, dry runs) on
+//! their `spend` and `refund` once for every algorithm, and `RL.PAUSE` / `RL.RESUME` on a
+//! stored state ([`pause`], [`resume`]); still no Redis types here.
 
 use crate::algo::algorithm::{Algorithm, Spent};
 pub use crate::algo::gcra::{BucketAlgo, BucketRule};
 pub use crate::algo::request::{Ask, Event, Extra, Outcome, Request};
 pub use crate::algo::window::{WindowAlgo, WindowRule};
 use crate::algo::{lease, window, Decision, ParamError, US_PER_MS};
-use crate::state::{Algo, Blocked, Bucket, LeaseState, LogState, State, Window};
+use crate::state::{Algo, Blocked, Bucket, LeaseState, LogState, Paused, State, Window};
 
 /// A rule: an algorithm and its numbers (only combinations that exist can be written).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,21 +140,30 @@ impl Rule {
         // The hot path: a plain request (no option but COST and DRYRUN) on a state with no
         // block costs what it did before the options existed. `spend` refuses, without
         // writing, a state of another algorithm.
-        if req.is_plain() && !matches!(s, State::Blocked(_)) {
+        if req.is_plain() && !matches!(s, State::Blocked(_) | State::Paused(_)) {
             return self.spend(s, req.cost(), now_us, req.commit);
         }
-        self.request_with_options(s, req, now_us)
+        let mut out = self.request_with_options(s, req, now_us);
+        if req.probe && out.probe.is_none() {
+            // A request carrying PROBE always says whether it was the probe.
+            out.probe = Some(false);
+        }
+        out
     }
 
-    /// [`Rule::request`] for everything but a plain request on an unblocked state.
+    /// [`Rule::request`] for everything but a plain request on a state with no block or
+    /// pause.
     #[inline(never)]
     fn request_with_options(&self, s: &mut State, req: &Request, now_us: u64) -> Outcome {
-        if s.algo() != self.algo() {
+        if !s.fits(self.algo()) {
             let dry = Request {
                 commit: false,
                 ..*req
             };
             return self.request(&mut self.fresh(), &dry, now_us);
+        }
+        if let State::Paused(_) = s {
+            return self.paused(s, req, now_us);
         }
         let until = s.blocked_until_us();
         if until > now_us {
@@ -230,6 +240,7 @@ impl Rule {
                         e => e,
                     },
                     granted: req.partial.then_some(0),
+                    probe: None,
                     wrote: false,
                     events: Event::Blocked.bit(),
                     waited: None,
@@ -249,6 +260,111 @@ impl Rule {
             _ => self.unblocked(&mut b.state, req, now_us),
         };
         block_reply(&mut out.decision, b.until_us, now_us);
+        out
+    }
+
+    /// `req` on a paused key (`RL.PAUSE`): refused while the pause refuses (peeks and
+    /// refunds act on the wrapped state, or the fresh one for a key holding only a pause),
+    /// nothing written; in probe mode after the pause's end a `PROBE` request its algorithm
+    /// admits is the probe (admitted, and the key paused again for `probe_ms`); after a
+    /// plain pause's end the wrapped state decides, and a write stores it unwrapped.
+    #[inline(never)]
+    fn paused(&self, s: &mut State, req: &Request, now_us: u64) -> Outcome {
+        let empty = Paused {
+            until_us: 0,
+            probe_ms: 0,
+            state: None,
+        };
+        let mut p = match std::mem::replace(s, State::Paused(Box::new(empty))) {
+            State::Paused(p) => p,
+            other => {
+                *s = other;
+                return self.unblocked(s, req, now_us);
+            }
+        };
+        let had = p.state.is_some();
+        let mut own = p.state.take().unwrap_or_else(|| self.fresh());
+        let spend = matches!(req.ask, Ask::Spend(c) if c > 0);
+        // BLOCK never writes on a paused key.
+        let unpenalised = Request {
+            block_ms: 0,
+            probe: false,
+            ..*req
+        };
+        let (out, keep) = match p.refusing_us(now_us) {
+            // A plain pause is over: the wrapped state as before (a write drops the pause).
+            None => {
+                let out = self.request(&mut own, req, now_us);
+                if out.wrote {
+                    *s = own;
+                    return out;
+                }
+                (out, false)
+            }
+            // Probe mode, past the end: a PROBE request its algorithm admits is the probe.
+            Some(_) if spend && req.probe && now_us >= p.until_us => {
+                let dry = Request {
+                    commit: false,
+                    ..unpenalised
+                };
+                let mut out = self.request(&mut own, &dry, now_us);
+                let probed = out.decision.allowed;
+                if probed && req.commit {
+                    out = self.request(&mut own, &unpenalised, now_us);
+                    p.until_us = now_us.saturating_add(p.probe_ms.saturating_mul(US_PER_MS));
+                    out.wrote = true;
+                }
+                out.probe = Some(probed);
+                let lasts = ms_until(p.lasts_until_us(), now_us);
+                out.decision.remaining = 0;
+                out.decision.reset_after_ms = out.decision.reset_after_ms.max(lasts);
+                (out, probed && req.commit)
+            }
+            Some(left_us) if spend => {
+                // What the wrapped state alone would answer (nothing is spent).
+                let dry = Request {
+                    commit: false,
+                    ..unpenalised
+                };
+                let alone = self.request(&mut own, &dry, now_us);
+                let peek = self.peek(&mut own, now_us, 0);
+                let mut d = alone.decision;
+                if d.allowed {
+                    d.retry_after_ms = 0;
+                }
+                d.allowed = false;
+                d.reset_after_ms = peek.decision.reset_after_ms;
+                let left = left_us.div_ceil(US_PER_MS);
+                d.retry_after_ms = d.retry_after_ms.max(left);
+                let out = Outcome {
+                    decision: d,
+                    extra: match alone.extra {
+                        Extra::Delay(_) => Extra::Delay(0),
+                        Extra::Token(_) => Extra::Token(None),
+                        e => e,
+                    },
+                    granted: req.partial.then_some(0),
+                    probe: None,
+                    wrote: false,
+                    events: 0,
+                    waited: None,
+                };
+                (pause_reply(out, &p, now_us), false)
+            }
+            // Peeks and refunds act on the wrapped state.
+            Some(_) => {
+                let mut out = self.request(&mut own, &unpenalised, now_us);
+                // A refund never goes past fresh: on a key holding only a pause it changes
+                // nothing.
+                out.wrote &= had;
+                let wrote = out.wrote;
+                (pause_reply(out, &p, now_us), wrote)
+            }
+        };
+        if keep || had {
+            p.state = Some(own);
+        }
+        *s = State::Paused(p);
         out
     }
 
@@ -356,11 +472,137 @@ impl Rule {
             decision,
             extra,
             granted: None,
+            probe: None,
             wrote,
             events: 0,
             waited: None,
         }
     }
+}
+
+/// Counts a pause in a reply that is not the probe's: nothing remains, and neither the
+/// key's reset nor a refused request comes before the pause stops refusing it.
+fn pause_reply(mut out: Outcome, p: &Paused, now_us: u64) -> Outcome {
+    let d = &mut out.decision;
+    d.remaining = 0;
+    if !d.allowed {
+        let left = p.refusing_us(now_us).unwrap_or(0).div_ceil(US_PER_MS);
+        d.retry_after_ms = d.retry_after_ms.max(left);
+    }
+    d.reset_after_ms = d.reset_after_ms.max(ms_until(p.lasts_until_us(), now_us));
+    out
+}
+
+/// The rule a state of the GCRA family, a window or a log (not under a wrapper) was last
+/// written under (a window's offset from its stored start), so it can be read without a
+/// request's numbers.
+fn own_rule(s: &State) -> Option<Rule> {
+    let bucket = |algo, b: &Bucket| {
+        Rule::Bucket(BucketRule {
+            algo,
+            params: b.params,
+        })
+    };
+    let window = |algo, w: &Window| {
+        Rule::Window(WindowRule {
+            algo,
+            params: w.params,
+            offset_ms: w.counters.start_ms % w.params.span_ms.max(1),
+        })
+    };
+    Some(match s {
+        State::Gcra(b) => bucket(BucketAlgo::Gcra, b),
+        State::TokenBucket(b) => bucket(BucketAlgo::TokenBucket, b),
+        State::Queue(b) => bucket(BucketAlgo::Queue, b),
+        State::Sliding(w) => window(WindowAlgo::Sliding, w),
+        State::Fixed(w) => window(WindowAlgo::Fixed, w),
+        State::Log(l) => Rule::Log(l.params),
+        State::Concurrency(_) | State::Blocked(_) | State::Paused(_) => return None,
+    })
+}
+
+/// ms, rounded up, until `s` is equivalent to a fresh key at `now_us` (the TTL a write of
+/// it sets), read under the numbers it was written with; a BLOCK or a pause counts to its
+/// end (a probe-mode pause's plus `probe_ms`). Never changes `s`.
+pub fn reset_ms(s: &mut State, now_us: u64) -> u64 {
+    let (wrapper, inner) = match s {
+        State::Blocked(b) => (ms_until(b.until_us, now_us), Some(&mut b.state)),
+        State::Paused(p) => (ms_until(p.lasts_until_us(), now_us), p.state.as_mut()),
+        s => (0, Some(s)),
+    };
+    let own = match inner {
+        Some(State::Concurrency(c)) => c.leases.ttl_ms(now_us),
+        Some(inner) => {
+            own_rule(inner).map_or(0, |r| r.peek(inner, now_us, 0).decision.reset_after_ms)
+        }
+        None => 0,
+    };
+    own.max(wrapper)
+}
+
+/// `RL.PAUSE key ms [PROBE probe_ms]` on the key's state `s` (a key holding nothing: a
+/// pause with no state and `until_us` 0) at `now_us`: pauses it until `ms` from now,
+/// extending, never shortening, a pause or a BLOCK penalty (which the pause replaces);
+/// `probe_ms` (PROBE) sets probe mode, None keeps the pause's mode. Returns the ms until
+/// the pause ends (the reply) and the key's TTL.
+pub fn pause(s: &mut State, ms: u64, probe_ms: Option<u64>, now_us: u64) -> (u64, u64) {
+    let empty = Paused {
+        until_us: 0,
+        probe_ms: 0,
+        state: None,
+    };
+    let mut p = match std::mem::replace(s, State::Paused(Box::new(empty.clone()))) {
+        State::Paused(p) => p,
+        State::Blocked(b) => Box::new(Paused {
+            until_us: b.until_us,
+            state: Some(b.state),
+            ..empty
+        }),
+        other => Box::new(Paused {
+            state: Some(other),
+            ..empty
+        }),
+    };
+    let want = now_us.saturating_add(ms.saturating_mul(US_PER_MS));
+    p.until_us = p.until_us.max(want);
+    if let Some(probe_ms) = probe_ms {
+        p.probe_ms = probe_ms;
+    }
+    let left = ms_until(p.until_us, now_us);
+    *s = State::Paused(p);
+    let ttl = reset_ms(s, now_us);
+    (left, ttl)
+}
+
+/// `RL.RESUME key` on the key's state `s` at `now_us`: lifts a pause (in force, or in probe
+/// mode) or a BLOCK penalty in force, keeping the wrapped state. Returns None if there was
+/// none (nothing changes), else the key's TTL (0: nothing is left, the key goes).
+pub fn resume(s: &mut State, now_us: u64) -> Option<u64> {
+    let lifted = match &*s {
+        State::Paused(p) => p.refusing_us(now_us).is_some(),
+        State::Blocked(b) => b.until_us > now_us,
+        _ => false,
+    };
+    if !lifted {
+        return None;
+    }
+    let empty = Paused {
+        until_us: 0,
+        probe_ms: 0,
+        state: None,
+    };
+    let inner = match std::mem::replace(s, State::Paused(Box::new(empty))) {
+        State::Paused(p) => p.state,
+        State::Blocked(b) => Some(b.state),
+        other => Some(other),
+    };
+    Some(match inner {
+        Some(inner) => {
+            *s = inner;
+            reset_ms(s, now_us)
+        }
+        None => 0,
+    })
 }
 
 /// Counts a block that lasts until `until_us` in a reply: nothing remains, and neither this
@@ -528,6 +770,235 @@ mod tests {
         let o = rule.request(&mut s, &block(5_000), T0 + 901_000_000);
         assert!(o.decision.allowed && o.wrote);
         assert_eq!(s.blocked_until_us(), 0);
+    }
+
+    fn probe(cost: u64) -> Request {
+        Request {
+            probe: true,
+            ..Request::spend(cost, true)
+        }
+    }
+
+    fn nothing() -> State {
+        State::Paused(Box::new(Paused {
+            until_us: 0,
+            probe_ms: 0,
+            state: None,
+        }))
+    }
+
+    #[test]
+    fn a_pause_on_a_missing_key_refuses_then_starts_fresh() {
+        let rule = bucket_rule(
+            BucketAlgo::Gcra,
+            gcra::Params::new(5, 1, 1000, gcra::GCRA_NAMES).unwrap(),
+        );
+        let mut s = nothing();
+        assert_eq!(pause(&mut s, 3_000, None, T0), (3_000, 3_000));
+        assert_eq!(s.algo(), None);
+        let before = s.clone();
+        let o = rule.request(&mut s, &Request::spend(1, true), T0 + 1_000);
+        assert!(!o.decision.allowed && !o.wrote);
+        assert_eq!(
+            (o.decision.remaining, o.decision.retry_after_ms),
+            (0, 2_999)
+        );
+        assert_eq!(o.decision.reset_after_ms, 2_999);
+        // A peek answers (nothing remains), a refund on nothing writes nothing.
+        let o = rule.request(&mut s, &Request::spend(0, true), T0);
+        assert!(o.decision.allowed && !o.wrote && o.decision.remaining == 0);
+        let refund = Request {
+            ask: Ask::Refund(2),
+            ..Request::spend(0, true)
+        };
+        assert!(!rule.request(&mut s, &refund, T0).wrote);
+        assert_eq!(s, before);
+        // After the end: the algorithm's fresh state, stored unwrapped on the first write.
+        let o = rule.request(&mut s, &Request::spend(1, true), T0 + 3_000_000);
+        assert!(o.decision.allowed && o.wrote);
+        assert_eq!((o.decision.remaining, o.decision.reset_after_ms), (4, 1000));
+        assert!(matches!(s, State::Gcra(_)));
+    }
+
+    #[test]
+    fn a_pause_extends_never_shortens_and_replaces_a_block() {
+        let rule = window_rule(
+            WindowAlgo::Fixed,
+            window::Params::new(1, 60_000).unwrap(),
+            0,
+        );
+        let mut s = rule.fresh();
+        rule.hit(&mut s, 1, T0, true);
+        let fixed = s.clone();
+        // A window state keeps its own TTL when longer than the pause.
+        assert_eq!(pause(&mut s, 1_000, None, T0), (1_000, 60_000));
+        assert_eq!(pause(&mut s, 500, None, T0 + 100_000), (900, 59_900));
+        assert_eq!(pause(&mut s, 90_000, None, T0), (90_000, 90_000));
+        assert_eq!(s.own(), Some(&fixed));
+        // A BLOCK penalty is replaced by a pause ending no sooner.
+        let block = Request {
+            block_ms: 900_000,
+            ..Request::spend(1, true)
+        };
+        let mut b = fixed.clone();
+        assert!(rule.request(&mut b, &block, T0).wrote);
+        assert_eq!(pause(&mut b, 1_000, None, T0), (900_000, 900_000));
+        assert_eq!(b.own(), Some(&fixed));
+        assert!(matches!(&b, State::Paused(p) if p.state.as_ref() == Some(&fixed)));
+        // Under the pause BLOCK writes nothing.
+        let before = b.clone();
+        let o = rule.request(&mut b, &block, T0 + 1_000);
+        assert!(!o.wrote && !o.decision.allowed);
+        assert_eq!(b, before);
+    }
+
+    #[test]
+    fn every_algorithm_is_refused_while_paused_and_peeks_refunds_release_still_act() {
+        let acquire = Rule::Acquire(lease::Params::new(2, 10_000).unwrap());
+        let mut s = acquire.fresh();
+        let o = acquire.hit(&mut s, 1, T0, true);
+        let Extra::Token(Some(token)) = o.extra else {
+            panic!("{o:?}")
+        };
+        pause(&mut s, 5_000, None, T0);
+        let o = acquire.hit(&mut s, 1, T0, true);
+        assert!(!o.decision.allowed && !o.wrote);
+        assert_eq!(o.extra, Extra::Token(None));
+        assert_eq!(o.decision.retry_after_ms, 5_000);
+        assert_eq!(o.decision.reset_after_ms, 10_000);
+        // RL.RELEASE acts on the leases under the pause; the TTL is the pause's end.
+        let op = crate::replay::Op::Release { token, now_us: T0 };
+        assert!(op.run(&mut s));
+        assert_eq!(reset_ms(&mut s, T0), 5_000);
+        // Log: a refund under the pause writes the wrapped log and keeps the pause.
+        let log = Rule::Log(window::Params::new(3, 1_000).unwrap());
+        let mut s = log.fresh();
+        log.hit(&mut s, 3, T0, true);
+        pause(&mut s, 5_000, None, T0);
+        let refund = Request {
+            ask: Ask::Refund(2),
+            ..Request::spend(0, true)
+        };
+        let o = log.request(&mut s, &refund, T0);
+        assert!(o.wrote && o.decision.allowed);
+        assert_eq!(
+            (o.decision.remaining, o.decision.reset_after_ms),
+            (0, 5_000)
+        );
+        let State::Paused(p) = &s else { panic!() };
+        assert!(matches!(&p.state, Some(State::Log(l)) if l.log.entries().len() == 1));
+        // A queue: refused with delay 0; PARTIAL says granted 0.
+        let q = bucket_rule(
+            BucketAlgo::Queue,
+            gcra::Params::new(5, 1, 1000, gcra::GCRA_NAMES).unwrap(),
+        );
+        let mut s = nothing();
+        pause(&mut s, 5_000, None, T0);
+        let req = Request {
+            partial: true,
+            ..probe(2)
+        };
+        let o = q.request(&mut s, &req, T0);
+        assert_eq!(
+            (o.extra, o.granted, o.probe),
+            (Extra::Delay(0), Some(0), Some(false))
+        );
+    }
+
+    #[test]
+    fn the_probe_flow() {
+        let rule = bucket_rule(
+            BucketAlgo::Gcra,
+            gcra::Params::new(2, 1, 1000, gcra::GCRA_NAMES).unwrap(),
+        );
+        let mut s = rule.fresh();
+        rule.hit(&mut s, 1, T0, true);
+        assert_eq!(pause(&mut s, 10_000, Some(2_000), T0), (10_000, 12_000));
+        // A PROBE request before the end is refused like any other.
+        let o = rule.request(&mut s, &probe(1), T0 + 1_000_000);
+        assert!(!o.decision.allowed && !o.wrote);
+        assert_eq!((o.probe, o.decision.retry_after_ms), (Some(false), 9_000));
+        let t = T0 + 10_000_000;
+        // After the end, without PROBE: refused for probe_ms.
+        let o = rule.request(&mut s, &Request::spend(1, true), t);
+        assert!(!o.decision.allowed && !o.wrote && o.probe.is_none());
+        assert_eq!(o.decision.retry_after_ms, 2_000);
+        // A dry-run probe answers as the probe and changes nothing.
+        let before = s.clone();
+        let dry = Request {
+            commit: false,
+            ..probe(1)
+        };
+        let o = rule.request(&mut s, &dry, t);
+        assert!(o.decision.allowed && !o.wrote && o.probe == Some(true));
+        assert_eq!(s, before);
+        // The probe: admitted, written, and the key paused again for probe_ms.
+        let o = rule.request(&mut s, &probe(1), t);
+        assert!(o.decision.allowed && o.wrote);
+        assert_eq!((o.probe, o.decision.remaining), (Some(true), 0));
+        assert_eq!(o.decision.reset_after_ms, 4_000);
+        assert_eq!(reset_ms(&mut s, t), 4_000);
+        let State::Paused(p) = &s else { panic!() };
+        assert_eq!((p.until_us, p.probe_ms), (t + 2_000_000, 2_000));
+        // Everyone else, probes included, is refused until then.
+        let o = rule.request(&mut s, &probe(1), t + 1_000);
+        assert!(!o.decision.allowed && o.probe == Some(false) && !o.wrote);
+        assert_eq!(o.decision.retry_after_ms, 1_999);
+        // The prober died: after probe_ms the next PROBE request is the probe.
+        let t2 = t + 2_000_000;
+        let o = rule.request(&mut s, &probe(1), t2);
+        assert!(o.decision.allowed && o.probe == Some(true));
+        // A probe its algorithm refuses is refused, and writes nothing.
+        let t3 = t2 + 2_000_000;
+        let cost2 = probe(2);
+        let mut full = s.clone();
+        rule.hit(
+            match &mut full {
+                State::Paused(p) => p.state.as_mut().unwrap(),
+                _ => unreachable!(),
+            },
+            2,
+            t3,
+            true,
+        );
+        let before = full.clone();
+        let o = rule.request(&mut full, &cost2, t3);
+        assert!(!o.decision.allowed && !o.wrote && o.probe == Some(false));
+        assert_eq!(full, before);
+        assert!(o.decision.retry_after_ms >= 1);
+        // RL.RESUME lifts the probe-mode pause; the wrapped state stays, with its own TTL.
+        let inner = s.own().cloned().unwrap();
+        assert_eq!(resume(&mut s, t3), Some(reset_ms(&mut inner.clone(), t3)));
+        assert_eq!(s, inner);
+        assert_eq!(resume(&mut s, t3), None);
+        // PROBE on a key that is not paused: decided normally, probe 0.
+        let o = rule.request(&mut s, &probe(1), t3);
+        assert!(o.decision.allowed && o.probe == Some(false));
+    }
+
+    #[test]
+    fn resume_lifts_a_block_or_a_pause_only_while_in_force() {
+        let mut s = nothing();
+        pause(&mut s, 1_000, None, T0);
+        assert_eq!(resume(&mut s.clone(), T0 + 1_000_000), None);
+        // A key holding only a pause: nothing is left.
+        assert_eq!(resume(&mut s, T0), Some(0));
+        let rule = window_rule(
+            WindowAlgo::Fixed,
+            window::Params::new(1, 60_000).unwrap(),
+            0,
+        );
+        let mut s = rule.fresh();
+        rule.hit(&mut s, 1, T0, true);
+        let plain = s.clone();
+        let block = Request {
+            block_ms: 900_000,
+            ..Request::spend(1, true)
+        };
+        rule.request(&mut s, &block, T0);
+        assert_eq!(resume(&mut s, T0 + 1_000_000), Some(59_000));
+        assert_eq!(s, plain);
+        assert_eq!(resume(&mut s, T0), None);
     }
 
     #[test]

@@ -6,6 +6,10 @@
 //! [`Bucket`], [`Window`], [`LogState`], [`LeaseState`]), or:
 //! - blocked (8, a state under a `BLOCK` penalty): blocked_until_us, then the wrapped state's
 //!   own tag and fields (any algorithm but concurrency; never nested)
+//! - paused (9, a key under `RL.PAUSE`): paused_until_us, probe_ms (0: a plain pause; else
+//!   at most `MAX_SPAN_MS`), then the wrapped state's own tag and fields (any algorithm,
+//!   concurrency included; never a blocked or paused state: a pause replaces a BLOCK
+//!   penalty, its end at least the penalty's), or nothing for a key that held nothing
 //!
 //! Effects of a five-field state use the compact encoding ([`COMPACT_VERSION`]).
 //! Decoding validates every field; anything odd is refused, never trusted.
@@ -32,6 +36,40 @@ pub struct Blocked {
     pub state: State,
 }
 
+/// A paused key (`RL.PAUSE`): every request is refused until `until_us`. With `probe_ms`
+/// (`PROBE`; 0: a plain pause) it stays refused after that but for one probe (a request
+/// carrying `PROBE` its algorithm admits), which pauses it again for `probe_ms`; until
+/// `RL.RESUME`. The wrapped state (None: the key held nothing) is never blocked or paused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Paused {
+    pub until_us: u64,
+    pub probe_ms: u64,
+    pub state: Option<State>,
+}
+
+impl Paused {
+    /// How long from `now_us` a request that is not the probe is refused (µs), if it is:
+    /// to the pause's end, or after it `probe_ms` in probe mode.
+    #[inline]
+    pub fn refusing_us(&self, now_us: u64) -> Option<u64> {
+        if now_us < self.until_us {
+            Some(self.until_us - now_us)
+        } else if self.probe_ms > 0 {
+            Some(self.probe_ms.saturating_mul(crate::algo::US_PER_MS))
+        } else {
+            None
+        }
+    }
+
+    /// When the pause stops mattering (µs): its end, plus `probe_ms` in probe mode (a
+    /// probe-mode pause nobody probes in that time lapses with the key).
+    #[inline]
+    pub fn lasts_until_us(&self) -> u64 {
+        self.until_us
+            .saturating_add(self.probe_ms.saturating_mul(crate::algo::US_PER_MS))
+    }
+}
+
 /// The value stored under a key (48 bytes: the lease list lives behind a box; the log's
 /// entries are in one heap block of their own).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,11 +84,13 @@ pub enum State {
     /// Any of the above but `Concurrency`, under a penalty (boxed: rare, and keeps the
     /// others small).
     Blocked(Box<Blocked>),
+    /// Any of the above but `Blocked`, or nothing, under `RL.PAUSE` (boxed).
+    Paused(Box<Paused>),
 }
 
 /// Runs `$body` with `$s` bound to the algorithm's own state (an [`Algorithm`]) of an
-/// unblocked state `$state`, and `$algo` to its [`Algo`]; a blocked state evaluates
-/// `$blocked`. The one list of the state enum's variants by algorithm.
+/// unblocked state `$state`, and `$algo` to its [`Algo`]; a blocked or paused state
+/// evaluates `$blocked`. The one list of the state enum's variants by algorithm.
 macro_rules! each {
     ($state:expr, |$algo:ident, $s:ident| $body:expr, blocked => $blocked:expr) => {
         match $state {
@@ -82,13 +122,20 @@ macro_rules! each {
                 let $algo = Algo::Concurrency;
                 $body
             }
-            State::Blocked(_) => $blocked,
+            State::Blocked(_) | State::Paused(_) => $blocked,
         }
     };
 }
 
 /// The tag of a state under a `BLOCK` penalty (see the module documentation).
 const BLOCKED_TAG: u8 = 8;
+/// The tag of a paused key (see the module documentation).
+const PAUSED_TAG: u8 = 9;
+
+/// The keyspace event of `RL.PAUSE`, and of a write of a key holding only a pause.
+pub const PAUSE_EVENT: &std::ffi::CStr = c"ratelimit.pause";
+/// The keyspace event of `RL.RESUME`.
+pub const RESUME_EVENT: &std::ffi::CStr = c"ratelimit.resume";
 
 /// Splits an `RL._APPLY` payload into its absolute expiry (None for 0) and state.
 pub fn split_payload(p: &[u8]) -> Result<(Option<u64>, State), DecodeError> {
@@ -100,11 +147,24 @@ pub fn split_payload(p: &[u8]) -> Result<(Option<u64>, State), DecodeError> {
 impl State {
     /// `RL.INFO`'s fields of this state at `now_us` (module clock), all but `ttl_ms`:
     /// `algorithm`, the rule's numbers under their argument names (the algorithm table's),
-    /// the state's own fields, and `blocked_until_ms` while a BLOCK is in force.
+    /// the state's own fields, and `blocked_until_ms` while a BLOCK is in force; for a
+    /// paused key `paused_until_ms` while the pause is in force and `probe_ms` in probe
+    /// mode (a key holding only a pause: algorithm `none`).
     pub fn info(&self, now_us: u64) -> Vec<(&'static str, InfoValue)> {
-        let mut fields = vec![("algorithm", InfoValue::Str(self.algo().name()))];
-        // `unblocked` never returns a blocked state.
-        each!(self.unblocked(), |algo, s| fields.extend(s.info(algo, now_us)), blocked => ());
+        let name = self.algo().map_or("none", Algo::name);
+        let mut fields = vec![("algorithm", InfoValue::Str(name))];
+        if let Some(s) = self.own() {
+            each!(s, |algo, s| fields.extend(s.info(algo, now_us)), blocked => ());
+        }
+        if let State::Paused(p) = self {
+            if p.until_us > now_us {
+                let until_ms = p.until_us.div_ceil(crate::algo::US_PER_MS);
+                fields.push(("paused_until_ms", InfoValue::Int(until_ms)));
+            }
+            if p.probe_ms > 0 {
+                fields.push(("probe_ms", InfoValue::Int(p.probe_ms)));
+            }
+        }
         // A BLOCK penalty in force: when it ends (unix ms, rounded up), before `ttl_ms`.
         let until_us = self.blocked_until_us();
         if until_us > now_us {
@@ -114,11 +174,54 @@ impl State {
         fields
     }
 
-    /// The state's algorithm (a blocked state's is the wrapped one's). Not recursive (a
-    /// block never wraps a block), so it inlines on the hot path.
+    /// The state's algorithm (a blocked or paused state's is the wrapped one's; None for a
+    /// key holding only a pause). Not recursive (wrappers never nest), so it inlines on the
+    /// hot path.
     #[inline]
-    pub fn algo(&self) -> Algo {
+    pub fn algo(&self) -> Option<Algo> {
+        match self {
+            State::Paused(p) => p.state.as_ref().map(State::plain_algo),
+            s => Some(s.plain_algo()),
+        }
+    }
+
+    /// The algorithm of a state that is not paused.
+    #[inline]
+    fn plain_algo(&self) -> Algo {
         each!(self.unblocked(), |algo, _s| algo, blocked => Algo::Concurrency)
+    }
+
+    /// A request of `algo` may decide on this state: one of `algo`, or a key holding only a
+    /// pause (any algorithm's first request after it starts its fresh state).
+    #[inline]
+    pub fn fits(&self, algo: Algo) -> bool {
+        self.algo().is_none_or(|a| a == algo)
+    }
+
+    /// The algorithm's own state, under any BLOCK or pause (None: a key holding only a
+    /// pause).
+    #[inline]
+    pub fn own(&self) -> Option<&State> {
+        match self {
+            State::Blocked(b) => Some(&b.state),
+            State::Paused(p) => p.state.as_ref(),
+            s => Some(s),
+        }
+    }
+
+    /// The pause of a paused key.
+    #[inline]
+    pub fn pause(&self) -> Option<&Paused> {
+        match self {
+            State::Paused(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// The keyspace event of a write of this state: its algorithm's (`ratelimit.pause` for
+    /// a key holding only a pause).
+    pub fn event(&self) -> &'static std::ffi::CStr {
+        self.algo().map_or(PAUSE_EVENT, Algo::event)
     }
 
     /// The end of the state's `BLOCK` penalty (µs), or 0 if it has none.
@@ -141,6 +244,17 @@ impl State {
 
     /// The encoded form.
     pub fn encode(&self) -> Encoded {
+        if let State::Paused(p) = self {
+            let inner = p.state.as_ref().map(State::encode);
+            // The wrapped state's own tag and fields, after its codec version.
+            let body = inner.as_ref().and_then(|e| e.as_slice().get(1..));
+            let body = body.unwrap_or(&[]);
+            let mut e = Encoded::tagged(PAUSED_TAG, 16 + body.len());
+            e.push(p.until_us);
+            e.push(p.probe_ms);
+            e.push_bytes(body);
+            return e;
+        }
         let State::Blocked(b) = self else {
             return self.encode_plain();
         };
@@ -181,6 +295,24 @@ impl State {
         }
         if *version != ENCODING_VERSION {
             return Err(DecodeError("unknown encoding version"));
+        }
+        if *tag == PAUSED_TAG {
+            let r = &mut Reader::new(rest);
+            let (until_us, probe_ms) = (r.u64()?, r.u64()?);
+            if until_us > MAX_TIME_US || probe_ms > crate::algo::MAX_SPAN_MS {
+                return Err(DecodeError("bad pause"));
+            }
+            let inner = rest.get(16..).unwrap_or(&[]);
+            let state = match inner {
+                [] => None,
+                [BLOCKED_TAG | PAUSED_TAG, ..] => return Err(DecodeError("bad pause")),
+                [tag, body @ ..] => Some(State::decode_body(*tag, body)?),
+            };
+            return Ok(State::Paused(Box::new(Paused {
+                until_us,
+                probe_ms,
+                state,
+            })));
         }
         if *tag == BLOCKED_TAG {
             let (until, inner) = rest
@@ -259,10 +391,12 @@ impl State {
         let boxed = match self {
             State::Concurrency(_) => std::mem::size_of::<LeaseState>(),
             State::Blocked(_) => std::mem::size_of::<u64>(),
+            State::Paused(_) => 2 * std::mem::size_of::<u64>(),
             _ => 0,
         };
         let heap = each!(self, |_algo, s| s.heap_bytes(), blocked => match self {
             State::Blocked(b) => b.state.mem_usage(),
+            State::Paused(p) => p.state.as_ref().map_or(0, State::mem_usage),
             _ => 0,
         });
         std::mem::size_of::<State>() + boxed + heap
@@ -326,7 +460,10 @@ mod tests {
                 params: w.params,
                 log,
             }),
-            State::Concurrency(Box::new(LeaseState { limit: 3, leases })),
+            State::Concurrency(Box::new(LeaseState {
+                limit: 3,
+                leases: leases.clone(),
+            })),
             State::Blocked(Box::new(Blocked {
                 until_us: 1_700_000_940_000_000,
                 state: State::Gcra(bucket()),
@@ -334,6 +471,24 @@ mod tests {
             State::Blocked(Box::new(Blocked {
                 until_us: 1_700_000_940_000_000,
                 state: State::Fixed(w),
+            })),
+            State::Paused(Box::new(Paused {
+                until_us: 1_700_000_940_000_000,
+                probe_ms: 0,
+                state: None,
+            })),
+            State::Paused(Box::new(Paused {
+                until_us: 1_700_000_940_000_000,
+                probe_ms: 5_000,
+                state: Some(State::Gcra(bucket())),
+            })),
+            State::Paused(Box::new(Paused {
+                until_us: 1_700_000_940_000_000,
+                probe_ms: 1,
+                state: Some(State::Concurrency(Box::new(LeaseState {
+                    limit: 3,
+                    leases,
+                }))),
             })),
         ]
     }
@@ -383,9 +538,66 @@ mod tests {
             let mut v = vec![ENCODING_VERSION, BLOCKED_TAG];
             v.extend_from_slice(&1_700_000_940_000_000u64.to_le_bytes());
             v.extend_from_slice(&body[1..]);
-            let ok = !matches!(s, State::Blocked(_) | State::Concurrency(_));
+            let ok = !matches!(
+                s,
+                State::Blocked(_) | State::Concurrency(_) | State::Paused(_)
+            );
             assert_eq!(State::decode(&v).is_ok(), ok, "{s:?}");
         }
+    }
+
+    #[test]
+    fn pauses_encode_their_header_then_the_wrapped_state() {
+        let until = 1_700_000_940_000_000u64;
+        let header = |probe: u64| {
+            let mut v = vec![ENCODING_VERSION, PAUSED_TAG];
+            v.extend(until.to_le_bytes());
+            v.extend(probe.to_le_bytes());
+            v
+        };
+        // Nothing wrapped: the header alone.
+        let only = State::Paused(Box::new(Paused {
+            until_us: until,
+            probe_ms: 0,
+            state: None,
+        }));
+        assert_eq!(only.encode().as_slice(), header(0));
+        assert_eq!(only.algo(), None);
+        assert!(only.fits(Algo::Log) && only.fits(Algo::Concurrency));
+        // A wrapped state: its own tag and fields follow.
+        let g = State::Gcra(bucket());
+        let mut want = header(7);
+        want.extend(&g.encode().as_slice()[1..]);
+        let s = State::Paused(Box::new(Paused {
+            until_us: until,
+            probe_ms: 7,
+            state: Some(g),
+        }));
+        assert_eq!(s.encode().as_slice(), want);
+        assert_eq!(s.encode_effect().as_slice(), want);
+        assert_eq!(State::decode(&want), Ok(s.clone()));
+        assert_eq!(s.algo(), Some(Algo::Gcra));
+        assert!(!s.fits(Algo::Fixed));
+        // Never a block or a pause inside, never a time or probe out of bounds.
+        for inner in [samples()[7].clone(), only.clone()] {
+            let mut v = header(0);
+            v.extend(&inner.encode().as_slice()[1..]);
+            assert!(State::decode(&v).is_err(), "{inner:?}");
+        }
+        let mut v = vec![ENCODING_VERSION, PAUSED_TAG];
+        v.extend((MAX_TIME_US + 1).to_le_bytes());
+        v.extend(0u64.to_le_bytes());
+        assert!(State::decode(&v).is_err());
+        let mut v = header(crate::algo::MAX_SPAN_MS + 1);
+        assert!(State::decode(&v).is_err());
+        v.truncate(17);
+        assert!(State::decode(&v).is_err());
+        // RL.INFO: the pause while in force, the probe mode while set.
+        let info = s.info(until - 1);
+        assert!(info.contains(&("paused_until_ms", InfoValue::Int(until / 1000))));
+        assert!(info.contains(&("probe_ms", InfoValue::Int(7))));
+        assert!(!s.info(until).iter().any(|f| f.0 == "paused_until_ms"));
+        assert_eq!(only.info(0)[0], ("algorithm", InfoValue::Str("none")));
     }
 
     #[test]
@@ -442,6 +654,11 @@ mod tests {
         for s in samples() {
             let good = s.encode().as_slice().to_vec();
             for cut in 0..good.len() {
+                // A pause cut right after its header is a pause on nothing (the format's
+                // "or nothing"): valid, and another state.
+                if good[1] == PAUSED_TAG && cut == 18 {
+                    continue;
+                }
                 assert!(State::decode(&good[..cut]).is_err(), "{s:?} cut at {cut}");
             }
             let mut v = good.clone();
@@ -454,8 +671,14 @@ mod tests {
             v[1] = 99;
             assert!(State::decode(&v).is_err());
             let mut v = good.clone();
-            // limit/burst 0 (after the block's end for a blocked state)
-            let at = if v[1] == BLOCKED_TAG { 11 } else { 2 };
+            // limit/burst 0 (after the block's end for a blocked state, the pause's header
+            // and the wrapped tag for a paused one)
+            let at = match v[1] {
+                BLOCKED_TAG => 11,
+                PAUSED_TAG if v.len() == 18 => continue,
+                PAUSED_TAG => 19,
+                _ => 2,
+            };
             v[at..at + 8].copy_from_slice(&0u64.to_le_bytes());
             assert!(State::decode(&v).is_err());
         }

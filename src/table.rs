@@ -4,7 +4,9 @@
 //! algorithm's row in `algo/table.rs`.
 
 use crate::algo::table::Algo;
-use crate::commands::{self, all, apply, info, lease, policy, rate, testclock, throttle, Handler};
+use crate::commands::{
+    self, all, apply, info, lease, pause, policy, rate, testclock, throttle, Handler,
+};
 use crate::rm::{self, Ctx, InfoCtx, RStr};
 use crate::stats::{self, Counters};
 use redis_module::raw;
@@ -43,7 +45,7 @@ impl Kind {
 
 /// A rate command: writes its key, refused when out of memory.
 const RATE: Kind = Kind::new(c"write deny-oom fast", Keys::Update, c"write fast");
-/// RL.RELEASE, RL.RENEW: write their key, never grow it.
+/// RL.RELEASE, RL.RENEW, RL.RESUME: write their key, never grow it.
 const LEASE: Kind = Kind::new(c"write fast", Keys::Update, c"write fast");
 /// RL.ALL. Redis 7.0 routes cluster requests by the legacy key range or the getkeys API,
 /// not by key specs: the keys' positions depend on numkeys, so it asks the command.
@@ -90,6 +92,8 @@ pub enum Arg {
     Flag(&'static CStr),
     /// An optional positional string.
     OptStr(&'static CStr),
+    /// An optional keyword followed by an integer: (token, value name).
+    OptPair(&'static CStr, &'static CStr),
 }
 
 /// A command.
@@ -259,6 +263,13 @@ commands! {
     PolicyLoad: c"rl._policy" => policy::load, POLICY_LOAD, -2,
         c"Internal: sets or deletes a replicated policy (primary link and AOF only)", c"O(1)",
         &[Arg::Str(c"name"), Arg::OptStr(c"payload")];
+    Pause: c"rl.pause" => pause::pause, RATE, -3,
+        c"Pauses a key for ms (every request refused); with PROBE, then one probe at a time",
+        c"O(1)",
+        &[Arg::Key(c"key"), Arg::Int(c"ms"), Arg::OptPair(c"PROBE", c"probe_ms")];
+    Resume: c"rl.resume" => pause::resume, LEASE, 2,
+        c"Lifts a key's pause or BLOCK penalty at once", c"O(1)",
+        &[Arg::Key(c"key")];
 }
 
 /// How many commands there are.

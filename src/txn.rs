@@ -13,27 +13,29 @@ use crate::error::{Error, STORE, WRONGTYPE};
 use crate::propagate::{self, Batch};
 use crate::rm::{self, Ctx, Key, RStr};
 use crate::state::{Algo, Encoded, State};
+use std::ffi::CStr;
 
 /// What a write sends to replicas and the AOF (see `propagate`).
 pub enum Effect {
-    /// The encoded state, or the operation that made it (`replay.rs`), of `Algo`'s state;
-    /// sent as `RL._APPLY key <absolute expiry + encoding>`.
-    Encoded(Algo, Encoded),
+    /// The encoded state, or the operation that made it (`replay.rs`), with the keyspace
+    /// event of the write (its algorithm's); sent as `RL._APPLY key <absolute expiry +
+    /// encoding>`.
+    Encoded(&'static CStr, Encoded),
     /// The call itself, already an effect (`RL._APPLY` on a replica or while loading),
-    /// of a state of `Algo`.
-    Verbatim(Algo),
+    /// with its keyspace event.
+    Verbatim(&'static CStr),
 }
 
 impl Effect {
     /// The effect of writing `s` whole (compact for the five-field states).
     #[inline]
     pub fn state(s: &State) -> Effect {
-        Effect::Encoded(s.algo(), s.encode_effect())
+        Effect::Encoded(s.event(), s.encode_effect())
     }
 
-    fn algo(&self) -> Algo {
+    fn event(&self) -> &'static CStr {
         match self {
-            Effect::Encoded(a, _) | Effect::Verbatim(a) => *a,
+            Effect::Encoded(e, _) | Effect::Verbatim(e) => e,
         }
     }
 }
@@ -68,6 +70,9 @@ pub enum Other<'f> {
     /// version has another algorithm: its keys cannot carry their units over); anything
     /// else is `WRONGTYPE`.
     Restart,
+    /// A state of any algorithm is decided on as it is (RL.PAUSE, RL.RESUME); anything else
+    /// is `WRONGTYPE`.
+    Any,
 }
 
 /// An open key of one call.
@@ -132,18 +137,19 @@ impl<'a> Txn<'a> {
         batch: Option<&mut Batch<'a>>,
     ) -> Result<Option<T>, Error> {
         let source = match datatype::holds(&mut self.key) {
-            Holds::Ours(h) if h.algo() == algo => Source::Held(h),
+            Holds::Ours(h) if h.fits(algo) => Source::Held(h),
             Holds::Empty => match fresh() {
                 Some(s) => Source::Fresh(s),
                 None => return Ok(None),
             },
             slot => match (other, slot) {
+                (Other::Any, Holds::Ours(h)) => Source::Held(h),
                 (Other::Overwrite, _) | (Other::Restart, Holds::Ours(_)) => match fresh() {
                     Some(s) => Source::Fresh(s),
                     None => return Ok(None),
                 },
                 (Other::Refuse | Other::AdoptString(_), Holds::Ours(h)) => {
-                    return Err(Error::other_algorithm(h.algo().name()))
+                    return Err(Error::other_algorithm(h.algo().map_or("none", Algo::name)))
                 }
                 (Other::AdoptString(adopt), _) => {
                     let s = self
@@ -253,7 +259,7 @@ impl<'a> Txn<'a> {
                 .set_abs_expire(i64::try_from(at).unwrap_or(i64::MAX));
         }
         rm::signal_modified(self.ctx, self.name);
-        rm::notify(self.ctx, w.effect.algo().event(), self.name);
+        rm::notify(self.ctx, w.effect.event(), self.name);
         match (w.effect, batch) {
             (Effect::Encoded(_, enc), Some(b)) => b.push(self.name, enc, at.unwrap_or(0)),
             (Effect::Encoded(_, mut enc), None) => {

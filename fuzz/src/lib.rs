@@ -132,8 +132,8 @@ pub fn bound_ms(r: &Rule, before: &State) -> u64 {
         Rule::Window(w) if w.algo == WindowAlgo::Fixed => w.params.span_ms,
         Rule::Log(p) => p.span_ms,
         Rule::Window(w) => 2 * w.params.span_ms,
-        Rule::Acquire(p) => match before {
-            State::Concurrency(c) => c.leases.max_lease_ms.max(p.span_ms),
+        Rule::Acquire(p) => match before.own() {
+            Some(State::Concurrency(c)) => c.leases.max_lease_ms.max(p.span_ms),
             _ => p.span_ms,
         },
     }
@@ -143,17 +143,18 @@ pub fn bound_ms(r: &Rule, before: &State) -> u64 {
 /// window (its start), a log (its newest entry) or leases (the last token's ms); `now` for
 /// the GCRA family (its admissions are always decided at `now`).
 pub fn own_us(s: &State, now: u64) -> u64 {
-    match s.unblocked() {
-        State::Sliding(w) | State::Fixed(w) => now.max(w.counters.start_ms * US_PER_MS),
-        State::Log(l) => l.log.entries().back().map_or(now, |b| b.max(now)),
-        State::Concurrency(c) => now.max(c.leases.last.ms.saturating_mul(US_PER_MS)),
+    match s.own() {
+        Some(State::Sliding(w) | State::Fixed(w)) => now.max(w.counters.start_ms * US_PER_MS),
+        Some(State::Log(l)) => l.log.entries().back().map_or(now, |b| b.max(now)),
+        Some(State::Concurrency(c)) => now.max(c.leases.last.ms.saturating_mul(US_PER_MS)),
         _ => now,
     }
 }
 
 /// The clock reads earlier than the key's own time (replies then count the catch-up).
 pub fn behind(s: &State, now: u64) -> bool {
-    let s = s.unblocked();
+    // A key holding only a pause has no time of its own.
+    let Some(s) = s.own() else { return false };
     match s {
         State::Gcra(b) | State::TokenBucket(b) | State::Queue(b) => {
             let p = &b.params;
@@ -175,8 +176,8 @@ pub fn behind(s: &State, now: u64) -> bool {
 
 /// A GCRA-family state written under other numbers (a kept debt may exceed the new bound).
 pub fn rule_changed(r: &Rule, s: &State) -> bool {
-    match (r, s.unblocked()) {
-        (Rule::Bucket(r), State::Gcra(b) | State::TokenBucket(b) | State::Queue(b)) => {
+    match (r, s.own()) {
+        (Rule::Bucket(r), Some(State::Gcra(b) | State::TokenBucket(b) | State::Queue(b))) => {
             r.params != b.params && b.tat != Default::default()
         }
         _ => false,
@@ -185,8 +186,8 @@ pub fn rule_changed(r: &Rule, s: &State) -> bool {
 
 /// The last token of a concurrency state.
 pub fn last_token(s: &State) -> Option<lease::Token> {
-    match s {
-        State::Concurrency(c) => Some(c.leases.last),
+    match s.own() {
+        Some(State::Concurrency(c)) => Some(c.leases.last),
         _ => None,
     }
 }
@@ -216,7 +217,23 @@ pub fn write_of(u: &mut Unstructured, algo: Algo, s: &State) -> Result<Option<op
     use replay::Op;
     use rule::{Ask, Request};
     let now_us = num(u, MAX_NOW_US)?;
-    Ok(Some(match u.int_in_range(0u8..=3)? {
+    Ok(Some(match u.int_in_range(0u8..=4)? {
+        4 => {
+            if u.arbitrary()? {
+                ops::Write::Resume { now_us }
+            } else {
+                let probe_ms = if u.arbitrary()? {
+                    Some(num(u, MAX_SPAN_MS)?.max(1))
+                } else {
+                    None
+                };
+                ops::Write::Pause {
+                    ms: num(u, MAX_SPAN_MS)?.max(1),
+                    probe_ms,
+                    now_us,
+                }
+            }
+        }
         0 | 1 => {
             let Some(rule) = rule_of(u, algo)? else {
                 return Ok(None);
@@ -235,12 +252,13 @@ pub fn write_of(u: &mut Unstructured, algo: Algo, s: &State) -> Result<Option<op
                 Request::spend(1, true)
             } else {
                 let partial = u.arbitrary::<bool>()?;
+                let ask = if u.arbitrary()? && n > 0 {
+                    Ask::Refund(n)
+                } else {
+                    Ask::Spend(n)
+                };
                 Request {
-                    ask: if u.arbitrary()? && n > 0 {
-                        Ask::Refund(n)
-                    } else {
-                        Ask::Spend(n)
-                    },
+                    ask,
                     partial: partial && n > 0,
                     reserve: if partial { 0 } else { num(u, lim - 1)? },
                     block_ms: if u.arbitrary()? {
@@ -248,6 +266,7 @@ pub fn write_of(u: &mut Unstructured, algo: Algo, s: &State) -> Result<Option<op
                     } else {
                         0
                     },
+                    probe: u.arbitrary()? && !matches!(ask, Ask::Refund(_)),
                     commit: true,
                 }
             };
@@ -333,7 +352,9 @@ pub fn check(
     // Beyond the algorithm's own reset time only by what the clock must catch up (the
     // clock behind the key's own time) or a debt a rule change kept.
     // A BLOCK in force (a crafted payload may hold one far ahead) refuses until its end.
-    let blocked = before.blocked_until_us() > now;
+    // So does a pause (RL.PAUSE), or its probe mode after its end.
+    let paused = before.pause().is_some_and(|p| p.refusing_us(now).is_some());
+    let blocked = before.blocked_until_us() > now || paused;
     if !(behind(before, now) || rule_changed(r, before) || blocked) {
         assert!(
             d.retry_after_ms <= bound,
@@ -402,7 +423,10 @@ pub fn check(
     //   real use) moves the grants to the next ms, where a 1 ms lease may have expired.
     let retimed_under_block = blocked && rule_changed(r, before);
     let seq_at_end = last_token(before).is_some_and(|t| t.seq > u64::MAX - lim.saturating_add(2));
-    if commit && !retimed_under_block && !seq_at_end {
+    // A probe-mode pause refuses until RL.RESUME: the key is fresh after reset_after_ms
+    // because it expires then (its TTL), which a state alone does not model.
+    let probe_mode = after.pause().is_some_and(|p| p.probe_ms > 0);
+    if commit && !retimed_under_block && !seq_at_end && !probe_mode {
         probe_remaining(r, after, d, now, &ctx);
         probe_fresh_at(r, after, now, d.reset_after_ms, "reset_after_ms", &ctx);
     }

@@ -35,6 +35,9 @@ pub struct Request {
     pub reserve: u64,
     /// `BLOCK ms`: when refused, refuse every request for this long (0: no BLOCK).
     pub block_ms: u64,
+    /// `PROBE`: may be the probe of a key paused with `RL.PAUSE ... PROBE` (the reply gains
+    /// the field `probe`).
+    pub probe: bool,
     /// Not a dry run: an admitted request, a refund and a refusal that starts or extends a
     /// block store what they change.
     pub commit: bool,
@@ -48,6 +51,7 @@ impl Request {
             && !self.partial
             && self.reserve == 0
             && self.block_ms == 0
+            && !self.probe
     }
 
     /// The units a spend asks for (0 for a refund).
@@ -66,6 +70,7 @@ impl Request {
             partial: false,
             reserve: 0,
             block_ms: 0,
+            probe: false,
             commit,
         }
     }
@@ -112,6 +117,8 @@ pub struct Outcome {
     pub extra: Extra,
     /// `PARTIAL`: the units spent (0 when refused).
     pub granted: Option<u64>,
+    /// `PROBE`: whether this request was admitted as the probe of a paused key.
+    pub probe: Option<bool>,
     /// The state was changed and must be stored, expired and replicated.
     pub wrote: bool,
     /// What happened, for the counters ([`Event`] bits).

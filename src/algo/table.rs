@@ -88,7 +88,7 @@ pub const ALGOS: [Spec; 7] = [
         event: c"ratelimit.concurrency",
         tag: 7,
         args: &["limit", "lease_ms"],
-        options: OptSet::of(&[Opt::DryRun, Opt::Wait]),
+        options: OptSet::of(&[Opt::DryRun, Opt::Wait, Opt::Probe]),
         in_all: false,
     },
 ];

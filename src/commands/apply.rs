@@ -91,7 +91,7 @@ fn apply_one<'a>(
     match body {
         Payload::State(s) => {
             let written = Written {
-                effect: Effect::Verbatim(s.algo()),
+                effect: Effect::Verbatim(s.event()),
                 expiry: Expiry::At(at),
             };
             txn.replace_in(s, written, Some(batch))?;
@@ -106,7 +106,7 @@ fn apply_one<'a>(
                 || op.fresh(),
                 |s| {
                     let written = op.run(s).then(|| Written {
-                        effect: Effect::Verbatim(op.algo()),
+                        effect: Effect::Verbatim(op.algo().event()),
                         expiry: Expiry::At(at),
                     });
                     ((), written)

@@ -7,7 +7,7 @@ use crate::clock;
 use crate::error::{Error, TOKEN};
 use crate::replay::Op;
 use crate::rm::{self, Ctx, RStr};
-use crate::state::{Algo, State};
+use crate::state::Algo;
 use crate::txn::{Effect, Expiry, Other, Txn, Written};
 
 /// Runs `op` on the key's leases; writes, expires and replicates the operation (never the
@@ -23,12 +23,10 @@ fn with_leases(ctx: Ctx, name: &RStr, op: Op) -> Result<Decided, Error> {
             if !op.run(s) {
                 return (false, None);
             }
-            let ttl = match &*s {
-                State::Concurrency(c) => c.leases.ttl_ms(op.now_us()),
-                _ => 0,
-            };
+            // The leases' TTL, or a pause's end if later.
+            let ttl = crate::rule::reset_ms(s, op.now_us());
             let written = Written {
-                effect: Effect::Encoded(op.algo(), op.encode()),
+                effect: Effect::Encoded(op.algo().event(), op.encode()),
                 expiry: Expiry::After(ttl),
             };
             (true, Some(written))

@@ -5,6 +5,7 @@ pub mod all;
 pub mod apply;
 pub mod info;
 pub mod lease;
+pub mod pause;
 pub mod policy;
 pub mod rate;
 pub mod testclock;
@@ -83,9 +84,12 @@ pub fn reply_decision(ctx: Ctx, d: &Decision, extra_fields: usize) {
 }
 
 /// Replies an outcome: the five fields, the command's extra field if any (QUEUE's
-/// `delay_ms`, ACQUIRE's `token`), then `granted` for a PARTIAL request.
+/// `delay_ms`, ACQUIRE's `token`), then `granted` for a PARTIAL request, then `probe` for a
+/// PROBE request.
 pub fn reply_outcome(ctx: Ctx, o: &Outcome) {
-    let more = usize::from(o.granted.is_some()) + usize::from(o.waited.is_some());
+    let more = usize::from(o.granted.is_some())
+        + usize::from(o.probe.is_some())
+        + usize::from(o.waited.is_some());
     match o.extra {
         Extra::None => reply_decision(ctx, &o.decision, more),
         Extra::Delay(ms) => {
@@ -110,6 +114,9 @@ pub fn reply_outcome(ctx: Ctx, o: &Outcome) {
     }
     if let Some(g) = o.granted {
         rm::reply_u64(ctx, g);
+    }
+    if let Some(p) = o.probe {
+        rm::reply_i64(ctx, i64::from(p));
     }
     if let Some(w) = o.waited {
         rm::reply_u64(ctx, w);
@@ -195,8 +202,13 @@ pub fn request_in(
 /// or RL.ACQUIRE rule, else the state.
 #[inline]
 pub fn effect_of_request(rule: &Rule, req: &Request, now_us: u64, s: &State) -> Effect {
+    if let State::Paused(_) = s {
+        // A paused key (a probe, a refund under a pause): the whole state, so no replica
+        // replays a PROBE request.
+        return Effect::state(s);
+    }
     match Op::of_request(rule, req, now_us) {
-        Some(op) => Effect::Encoded(op.algo(), op.encode()),
+        Some(op) => Effect::Encoded(op.algo().event(), op.encode()),
         None => Effect::state(s),
     }
 }
