@@ -309,3 +309,31 @@ fn allow_waits_and_replicas_hold_the_woken_writes() {
 fn allow_ok(c: &mut Connection) {
     assert_eq!(ints(&raw(c, &args!("RL.ALLOW", "u", "api")))[0], 1);
 }
+
+#[test]
+fn waiters_wait_through_a_pause_and_resume_wakes_them() {
+    let (s, mut c) = Server::at_clock(T0);
+    // A vendor said "retry after 2 s": the key is paused; a live call waits through it.
+    assert_eq!(int(&raw(&mut c, &args!("RL.PAUSE", "vendor", 2000))), 2000);
+    let h = blocked(&s, args!("RL.GCRA", "vendor", 10, 10, 1000, "WAIT", 5000));
+    until_waiting(&mut c, 1);
+    clock_advance(&mut c, 1000);
+    until_waiting(&mut c, 1);
+    clock_advance(&mut c, 1000);
+    let r = ints(&h.join().unwrap());
+    assert_eq!((r[0], r[5]), (1, 2000), "admitted at the pause's end");
+    // RL.RESUME wakes a waiter at once.
+    raw(&mut c, &args!("RL.PAUSE", "vendor", 60_000));
+    let h = blocked(&s, args!("RL.GCRA", "vendor", 10, 10, 1000, "WAIT", 5000));
+    until_waiting(&mut c, 1);
+    assert_eq!(int(&raw(&mut c, &args!("RL.RESUME", "vendor"))), 1);
+    let r = ints(&h.join().unwrap());
+    assert_eq!((r[0], r[5]), (1, 0));
+    // A pause longer than the wait: out of time, refused with the pause's remaining time.
+    raw(&mut c, &args!("RL.PAUSE", "vendor", 10_000));
+    let h = blocked(&s, args!("RL.GCRA", "vendor", 10, 10, 1000, "WAIT", 3000));
+    until_waiting(&mut c, 1);
+    clock_advance(&mut c, 3000);
+    let r = ints(&h.join().unwrap());
+    assert_eq!((r[0], r[3], r[5]), (0, 7000, 3000));
+}
