@@ -176,4 +176,7 @@ if [ ${#filter[@]} -eq 0 ] && [ "${ISSUE25:-1}" != 0 ]; then
   echo "==> instructions: bench/issue26.py (issue 26's figures, N=$N)" >&2
   q=; [[ $suffix == -quick ]] && q=--quick
   python3 bench/issue26.py --module "$MODULE" -n "$N" $q --out "$(dirname "$OUT")"
+  # Issue 27's figures (bench/issue27.py, real clock): waiting against polling.
+  echo "==> instructions: bench/issue27.py (issue 27's figures)" >&2
+  python3 bench/issue27.py --module "$MODULE" $q --out "$(dirname "$OUT")"
 fi
