@@ -40,6 +40,23 @@ impl Effect {
     }
 }
 
+/// What runs after every write of a key (`wait.rs` registers it at load: a write may free
+/// room for the key's waiters). Registered, not imported: the key transaction knows
+/// nothing of waiting.
+static ON_WRITE: std::sync::OnceLock<fn(Ctx, &RStr)> = std::sync::OnceLock::new();
+
+/// Sets what runs after every write (once, at load).
+pub fn on_write(f: fn(Ctx, &RStr)) {
+    let _ = ON_WRITE.set(f);
+}
+
+#[inline]
+fn wrote(ctx: Ctx, name: &RStr) {
+    if let Some(f) = ON_WRITE.get() {
+        f(ctx, name);
+    }
+}
+
 /// When the written key expires.
 pub enum Expiry {
     /// `ms` after the module time the write was decided at (0: the state is fresh again, so
@@ -239,7 +256,7 @@ impl<'a> Txn<'a> {
                 if !matches!(datatype::holds(&mut self.key), Holds::Empty) {
                     self.key.delete();
                     propagate::del(self.ctx, self.name);
-                    crate::wait::touched(self.ctx, self.name);
+                    wrote(self.ctx, self.name);
                 }
                 return Ok(());
             }
@@ -269,7 +286,7 @@ impl<'a> Txn<'a> {
             (Effect::Verbatim(_), None) => rm::replicate_verbatim(self.ctx),
         }
         // A write may free room for the key's waiters.
-        crate::wait::touched(self.ctx, self.name);
+        wrote(self.ctx, self.name);
         Ok(())
     }
 }

@@ -15,8 +15,9 @@
 //! Nothing about waiting is stored or replicated: waiters are connections.
 
 use crate::clock;
-use crate::commands::{reply_outcome, request_in};
+use crate::decide::request_in;
 use crate::error::Error;
+use crate::reply::reply_outcome;
 use crate::rm::{self, BlockedClient, Ctx, OwnedStr, RStr};
 use crate::rule::{Ask, Outcome, Request, Rule};
 use crate::txn::{Other, Txn};
@@ -501,6 +502,7 @@ static HANDLERS: rm::BlockHandlers = rm::BlockHandlers {
 
 /// Installs the callbacks (at load).
 pub fn init(ctx: Ctx) -> bool {
+    crate::txn::on_write(touched);
     rm::set_block_handlers(&HANDLERS);
     rm::set_timer_fn(on_timer);
     rm::on_key_gone(ctx, on_key_gone) && rm::on_role_change(ctx, on_role_change)
