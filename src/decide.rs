@@ -41,7 +41,7 @@ pub fn request_in(
 
 /// The effect of `req` of `rule` at `now_us`, which wrote `s`: the operation for an RL.LOG
 /// or RL.ACQUIRE rule, else the state.
-#[inline]
+#[inline(always)]
 pub fn effect_of_request(rule: &Rule, req: &Request, now_us: u64, s: &State) -> Effect {
     if let State::Paused(_) = s {
         // A paused key (a probe, a refund under a pause): the whole state, so no replica

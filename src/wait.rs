@@ -171,6 +171,7 @@ pub fn enqueue(ctx: Ctx, key: &RStr, wait: &Wait, now_us: u64, refused: &Outcome
     let Some(name) = OwnedStr::new(rm::bytes(key)) else {
         return false;
     };
+    watch_keys(ctx);
     let Some(bc) = rm::block_client(ctx) else {
         return false;
     };
@@ -502,8 +503,22 @@ static HANDLERS: rm::BlockHandlers = rm::BlockHandlers {
 
 /// Installs the callbacks (at load).
 pub fn init(ctx: Ctx) -> bool {
-    crate::txn::on_write(touched);
     rm::set_block_handlers(&HANDLERS);
     rm::set_timer_fn(on_timer);
-    rm::on_key_gone(ctx, on_key_gone) && rm::on_role_change(ctx, on_role_change)
+    rm::on_role_change(ctx, on_role_change)
+}
+
+/// Writes, deletions, expiries and evictions are watched from the first wait on (the server
+/// visits a keyspace subscriber on every notification, and every write would call the
+/// hook: a node that never waits pays for neither).
+static WATCHING: AtomicBool = AtomicBool::new(false);
+
+fn watch_keys(ctx: Ctx) {
+    if WATCHING.swap(true, Relaxed) {
+        return;
+    }
+    crate::txn::on_write(touched);
+    if !rm::on_key_gone(ctx, on_key_gone) {
+        WATCHING.store(false, Relaxed);
+    }
 }
