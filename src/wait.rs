@@ -52,6 +52,10 @@ pub fn any() -> bool {
     WAITING.load(Relaxed) != 0
 }
 
+/// The most a timer's lateness is forgiven: the decision is taken as of the instant it was
+/// due (see [`process`]).
+const MAX_LATE_US: u64 = 5_000;
+
 /// A key: its database and name.
 type QKey = (c_int, Vec<u8>);
 
@@ -271,24 +275,26 @@ pub fn clock_moved(ctx: Ctx) {
 /// The timer function (`rm::set_timer_fn`): value 0 processes every queue, else the queue
 /// of that id.
 pub fn on_timer(ctx: Ctx, id: u64) {
-    let keys: Vec<QKey> = {
+    let keys: Vec<(QKey, Option<u64>)> = {
         let mut q = queues();
         if id == 0 {
             q.all_timer = None;
-            q.by_key.keys().cloned().collect()
+            q.by_key.keys().map(|k| (k.clone(), None)).collect()
         } else {
             let Some(k) = q.by_id.get(&id).cloned() else {
                 return;
             };
-            if let Some(queue) = q.by_key.get_mut(&k) {
-                queue.timer = None;
-            }
-            vec![k]
+            let at = q
+                .by_key
+                .get_mut(&k)
+                .and_then(|queue| queue.timer.take())
+                .map(|(_, at)| at);
+            vec![(k, at)]
         }
     };
     PROCESSING.store(true, Relaxed);
-    for k in keys {
-        process(ctx, &k);
+    for (k, at) in keys {
+        process(ctx, &k, at);
     }
     PROCESSING.store(false, Relaxed);
 }
@@ -325,8 +331,16 @@ fn answer(q: &mut Queues, w: Waiter, a: Result<Outcome, Error>, now: u64) {
 
 /// Admits `k`'s waiters from the front while they fit, answers those whose time ran out,
 /// and schedules the next instant.
-fn process(ctx: Ctx, k: &QKey) {
-    let now = clock::now_us();
+/// `due`: the instant the timer was set for. A timer fires up to a millisecond or two after
+/// it (the server's timers count whole ms): the waiter it was set for is admitted as of that
+/// instant, so a rule with no burst to spare keeps its exact rate instead of losing the
+/// timer's lateness at every step.
+fn process(ctx: Ctx, k: &QKey, due: Option<u64>) {
+    let real_now = clock::now_us();
+    let now = match due {
+        Some(at) if at <= real_now && real_now - at <= MAX_LATE_US => at,
+        _ => real_now,
+    };
     loop {
         // A waiter whose time ran out: the refused reply of this instant (the first one
         // may be admitted at its last instant).
