@@ -35,6 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench import MODULE, RESULTS, Conn, die, git, log  # noqa: E402
 from issue25 import Server, server_argv  # noqa: E402
+from issue26 import used_memory  # noqa: E402
 
 
 def enc(*args):
@@ -74,15 +75,6 @@ def cpu(conn):
             k, x = ln.split(":", 1)
             v[k] = x
     return float(v["used_cpu_user"]) + float(v["used_cpu_sys"])
-
-
-def used_memory(conn):
-    info = conn.call("INFO", "memory")
-    info = info.decode() if isinstance(info, bytes) else info
-    for ln in info.splitlines():
-        if ln.startswith("used_memory:"):
-            return int(ln.split(":")[1])
-    die("no used_memory")
 
 
 def info_int(conn, field):

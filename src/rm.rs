@@ -360,13 +360,13 @@ pub fn config_get(ctx: Ctx, name: &CStr) -> Option<Vec<u8>> {
 }
 
 /// What [`on_loading`] calls at the start of a full load of the dataset.
-static ON_LOADING: AtomicPtr<()> = AtomicPtr::new(ptr::null_mut());
+static ON_LOADING: OnceLock<fn()> = OnceLock::new();
 
 /// Calls `f` when the server starts loading a whole dataset (an RDB, an AOF, a full sync
 /// from a primary, DEBUG RELOAD), before anything is loaded; false if the server cannot
 /// tell.
 pub fn on_loading(ctx: Ctx, f: fn()) -> bool {
-    ON_LOADING.store(f as *mut (), Ordering::Relaxed);
+    let _ = ON_LOADING.set(f);
     let event = raw::RedisModuleEvent {
         id: raw::REDISMODULE_EVENT_LOADING,
         dataver: 1,
@@ -386,11 +386,8 @@ unsafe extern "C" fn loading_callback(
         raw::REDISMODULE_SUBEVENT_LOADING_REPL_START,
     ];
     if start.contains(&sub) {
-        let f = ON_LOADING.load(Ordering::Relaxed);
-        if !f.is_null() {
-            // SAFETY: only `on_loading` stores here, and it stores a `fn()`.
-            let f: fn() = unsafe { std::mem::transmute::<*mut (), fn()>(f) };
-            f();
+        if let Some(f) = ON_LOADING.get() {
+            guarded(f);
         }
     }
 }
@@ -949,16 +946,21 @@ pub struct BlockHandlers {
     pub disconnected: fn(BlockedClient),
 }
 
-static BLOCK_HANDLERS: AtomicPtr<BlockHandlers> = AtomicPtr::new(ptr::null_mut());
+static BLOCK_HANDLERS: OnceLock<&'static BlockHandlers> = OnceLock::new();
 
 /// Sets what blocked clients call (once, at load: `handlers` lives for the program).
 pub fn set_block_handlers(handlers: &'static BlockHandlers) {
-    BLOCK_HANDLERS.store(ptr::from_ref(handlers).cast_mut(), Ordering::Relaxed);
+    let _ = BLOCK_HANDLERS.set(handlers);
 }
 
 fn block_handlers() -> Option<&'static BlockHandlers> {
-    // SAFETY: only `set_block_handlers` stores here, a `&'static BlockHandlers`.
-    unsafe { BLOCK_HANDLERS.load(Ordering::Relaxed).as_ref() }
+    BLOCK_HANDLERS.get().copied()
+}
+
+/// Runs a callback of the module's from a server callback: a panic is caught there (it
+/// would abort the server), never let through.
+fn guarded<R: Default>(f: impl FnOnce() -> R) -> R {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_default()
 }
 
 /// Blocks the calling client with no server timeout (the module times it out on its own
@@ -996,8 +998,7 @@ unsafe extern "C" fn block_reply(
     // SAFETY: a private value is only ever set by `unblock`: a `Box<Box<dyn Any>>`, alive
     // until `block_free`, after this callback.
     let value = unsafe { p.cast::<Box<dyn std::any::Any>>().as_ref() }.map(|b| &**b);
-    let run = || block_handlers().map_or(OK, |h| (h.reply)(ctx, value));
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)).unwrap_or(OK)
+    guarded(|| block_handlers().map_or(OK, |h| (h.reply)(ctx, value)))
 }
 
 unsafe extern "C" fn block_timeout(
@@ -1006,8 +1007,7 @@ unsafe extern "C" fn block_timeout(
     _argc: c_int,
 ) -> c_int {
     let bc = blocked_handle(ctx);
-    let run = || block_handlers().map_or(OK, |h| (h.timeout)(ctx, bc));
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)).unwrap_or(OK)
+    guarded(|| block_handlers().map_or(OK, |h| (h.timeout)(ctx, bc)))
 }
 
 unsafe extern "C" fn block_free(_ctx: Ctx, privdata: *mut c_void) {
@@ -1018,12 +1018,11 @@ unsafe extern "C" fn block_free(_ctx: Ctx, privdata: *mut c_void) {
 }
 
 unsafe extern "C" fn block_disconnected(_ctx: Ctx, bc: *mut raw::RedisModuleBlockedClient) {
-    let run = || {
+    guarded(|| {
         if let Some(h) = block_handlers() {
             (h.disconnected)(BlockedClient(bc));
         }
-    };
-    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run));
+    });
 }
 
 /// The database a call runs in.
@@ -1037,11 +1036,11 @@ pub fn select_db(ctx: Ctx, db: c_int) -> bool {
 }
 
 /// What [`create_timer`] calls, with the timer's `u64` value.
-static TIMER_FN: AtomicPtr<()> = AtomicPtr::new(ptr::null_mut());
+static TIMER_FN: OnceLock<fn(Ctx, u64)> = OnceLock::new();
 
 /// Sets the function every timer calls (once, at load).
 pub fn set_timer_fn(f: fn(Ctx, u64)) {
-    TIMER_FN.store(f as *mut (), Ordering::Relaxed);
+    let _ = TIMER_FN.set(f);
 }
 
 /// Calls the timer function with `value` in `ms` ms (a context that may open keys and
@@ -1057,23 +1056,18 @@ pub fn stop_timer(ctx: Ctx, id: u64) {
 }
 
 unsafe extern "C" fn timer_callback(ctx: Ctx, data: *mut c_void) {
-    let f = TIMER_FN.load(Ordering::Relaxed);
-    if f.is_null() {
-        return;
+    if let Some(f) = TIMER_FN.get() {
+        guarded(|| f(ctx, data as usize as u64));
     }
-    // SAFETY: only `set_timer_fn` stores here, and it stores a `fn(Ctx, u64)`.
-    let f: fn(Ctx, u64) = unsafe { std::mem::transmute::<*mut (), fn(Ctx, u64)>(f) };
-    let run = || f(ctx, data as usize as u64);
-    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run));
 }
 
 /// What [`on_key_gone`] calls.
-static KEY_GONE_FN: AtomicPtr<()> = AtomicPtr::new(ptr::null_mut());
+static KEY_GONE_FN: OnceLock<fn(Ctx, &RStr)> = OnceLock::new();
 
 /// Calls `f(ctx, key)` when a key is deleted, expires or is evicted (keyspace events `g`,
 /// `x`, `e`; the callback may not write: it may create a timer).
 pub fn on_key_gone(ctx: Ctx, f: fn(Ctx, &RStr)) -> bool {
-    KEY_GONE_FN.store(f as *mut (), Ordering::Relaxed);
+    let _ = KEY_GONE_FN.set(f);
     let types = (raw::REDISMODULE_NOTIFY_GENERIC
         | raw::REDISMODULE_NOTIFY_EXPIRED
         | raw::REDISMODULE_NOTIFY_EVICTED) as c_int;
@@ -1086,8 +1080,10 @@ unsafe extern "C" fn key_gone_callback(
     event: *const std::ffi::c_char,
     key: *mut raw::RedisModuleString,
 ) -> c_int {
-    let f = KEY_GONE_FN.load(Ordering::Relaxed);
-    if f.is_null() || key.is_null() || event.is_null() {
+    let Some(f) = KEY_GONE_FN.get() else {
+        return OK;
+    };
+    if key.is_null() || event.is_null() {
         return OK;
     }
     // SAFETY: the server passes a zero-terminated event name, alive during the callback.
@@ -1099,21 +1095,18 @@ unsafe extern "C" fn key_gone_callback(
     ) {
         return OK;
     }
-    // SAFETY: only `on_key_gone` stores here, a `fn(Ctx, &RStr)`.
-    let f: fn(Ctx, &RStr) = unsafe { std::mem::transmute::<*mut (), fn(Ctx, &RStr)>(f) };
-    let k = RStr(key);
-    let run = || f(ctx, &k);
-    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run));
     // `k` borrows the server's string (an `RStr` frees nothing).
+    let k = RStr(key);
+    guarded(|| f(ctx, &k));
     OK
 }
 
 /// What [`on_role_change`] calls.
-static ROLE_FN: AtomicPtr<()> = AtomicPtr::new(ptr::null_mut());
+static ROLE_FN: OnceLock<fn(Ctx, bool)> = OnceLock::new();
 
 /// Calls `f(ctx, became_replica)` when the server turns replica or primary.
 pub fn on_role_change(ctx: Ctx, f: fn(Ctx, bool)) -> bool {
-    ROLE_FN.store(f as *mut (), Ordering::Relaxed);
+    let _ = ROLE_FN.set(f);
     let event = raw::RedisModuleEvent {
         id: raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
         dataver: 1,
@@ -1127,13 +1120,8 @@ unsafe extern "C" fn role_callback(
     sub: u64,
     _data: *mut c_void,
 ) {
-    let f = ROLE_FN.load(Ordering::Relaxed);
-    if f.is_null() {
-        return;
+    if let Some(f) = ROLE_FN.get() {
+        let replica = sub == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_REPLICA;
+        guarded(|| f(ctx, replica));
     }
-    // SAFETY: only `on_role_change` stores here, a `fn(Ctx, bool)`.
-    let f: fn(Ctx, bool) = unsafe { std::mem::transmute::<*mut (), fn(Ctx, bool)>(f) };
-    let replica = sub == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_REPLICA;
-    let run = || f(ctx, replica);
-    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run));
 }

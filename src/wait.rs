@@ -247,8 +247,8 @@ fn schedule(ctx: Ctx, q: &mut Queues, k: &QKey, at_us: u64, now_us: u64) {
     queue.timer = Some((rm::create_timer(ctx, delay_ms, queue.id), at_us));
 }
 
-/// A write by a request (not a waiter's), or the key's deletion or expiry: the key's
-/// waiters may fit now.
+/// A write by a request (not a waiter's), or the key's deletion, expiry or eviction (from a
+/// keyspace event, which may not write: hence a timer): the key's waiters may fit now.
 pub fn touched(ctx: Ctx, key: &RStr) {
     if !any() || PROCESSING.load(Relaxed) {
         return;
@@ -495,20 +495,6 @@ fn on_role_change(_ctx: Ctx, became_replica: bool) {
     }
 }
 
-/// A key was deleted, expired or evicted: its waiters may fit a fresh key (processed from
-/// a timer: an event callback may not write).
-fn on_key_gone(ctx: Ctx, key: &RStr) {
-    if !any() {
-        return;
-    }
-    let k = (rm::selected_db(ctx), rm::bytes(key).to_vec());
-    let mut q = queues();
-    if q.by_key.contains_key(&k) {
-        let now = clock::now_us();
-        schedule(ctx, &mut q, &k, now, now);
-    }
-}
-
 static HANDLERS: rm::BlockHandlers = rm::BlockHandlers {
     reply: on_reply,
     timeout: on_timeout,
@@ -532,7 +518,7 @@ fn watch_keys(ctx: Ctx) {
         return;
     }
     crate::txn::on_write(touched);
-    if !rm::on_key_gone(ctx, on_key_gone) {
+    if !rm::on_key_gone(ctx, touched) {
         WATCHING.store(false, Relaxed);
     }
 }

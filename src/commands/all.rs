@@ -274,18 +274,7 @@ fn spend<'a>(it: &Item<'a>, st: &mut Step<'a>, batch: &mut Batch<'a>) -> Result<
 /// Applies a shadow policy's version to its rule's outcome; whether it was a shadow
 /// refusal.
 fn shadow(it: &Item, out: &mut Outcome) -> bool {
-    match it.policy {
-        Some((_, true)) => {
-            let spend = matches!(it.req.ask, crate::rule::Ask::Spend(c) if c > 0);
-            let refused = spend && !out.decision.allowed;
-            if refused {
-                out.decision.allowed = true;
-                out.decision.retry_after_ms = 0;
-            }
-            refused
-        }
-        _ => false,
-    }
+    policy::shadow(matches!(it.policy, Some((_, true))), &it.req, out)
 }
 
 /// Counts the policy rules of a call in their statistics: each one's decision when the call

@@ -421,17 +421,22 @@ impl Resolved {
         req
     }
 
-    /// A shadow version never refuses: a request it refused is admitted (the reply says
-    /// what it decided otherwise). Returns whether it was a shadow refusal.
+    /// See [`shadow`].
     pub fn shadow(&self, req: &Request, out: &mut Outcome) -> bool {
-        let spend = matches!(req.ask, Ask::Spend(c) if c > 0);
-        if self.shadow && spend && !out.decision.allowed {
-            out.decision.allowed = true;
-            out.decision.retry_after_ms = 0;
-            return true;
-        }
-        false
+        shadow(self.shadow, req, out)
     }
+}
+
+/// A shadow version (`is_shadow`) never refuses: a spend it refused is admitted (the reply
+/// says what it decided otherwise). Returns whether it was a shadow refusal.
+pub fn shadow(is_shadow: bool, req: &Request, out: &mut Outcome) -> bool {
+    let spend = matches!(req.ask, Ask::Spend(c) if c > 0);
+    if is_shadow && spend && !out.decision.allowed {
+        out.decision.allowed = true;
+        out.decision.retry_after_ms = 0;
+        return true;
+    }
+    false
 }
 
 /// Counts a decided request in policy `name`'s statistics (committed spends only).
