@@ -88,6 +88,7 @@ test: test-deps build
 	bash scripts/clients-test-node.sh
 	@echo "==> test: examples (scripts/examples-test.sh: apps on the client packages)"
 	bash scripts/examples-test.sh
+	bash scripts/other-clients-test.sh
 	@echo "==> test: all passed in $$(( $$(date +%s) - $(TEST_START) )) s"
 
 # The everyday loop (issue 25): fmt, clippy, unit and property tests, the fuzz crate built
@@ -141,6 +142,7 @@ clients-test: build
 examples-test: build
 	@echo "==> test: examples (scripts/examples-test.sh: Python and Node middleware)"
 	bash scripts/examples-test.sh
+	bash scripts/other-clients-test.sh
 
 # Identical traffic through every algorithm on a live redis-server with the test clock;
 # prints a table of what each admitted (examples/compare.rs).
