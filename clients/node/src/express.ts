@@ -4,7 +4,7 @@
 //   app.use('/api', expressRateLimit({ ..., routes: [{ path: '/login', ... }] }));  // /api/login
 //   app.post('/login', expressRateLimit({ limiter, limits: [loginLimit] }), handler);  // per route
 
-import { createGuard, type GuardOptions, type RequestContext, type RouteOverride } from './guard.js';
+import { createGuard, type Guard, type GuardOptions, type RequestContext, type RouteOverride } from './guard.js';
 
 // Structural types, so that the package needs no Express types.
 interface Req {
@@ -35,9 +35,12 @@ export function pathOf(url: string | undefined): string {
   return q < 0 ? u : u.slice(0, q);
 }
 
-export function expressRateLimit(options: ExpressOptions): (req: Req, res: Res, next: Next) => void {
+/** The middleware, with `close()` (gives back the leases it holds) and its `guard`. */
+export type ExpressMiddleware = ((req: Req, res: Res, next: Next) => void) & { close(): Promise<void>; guard: Guard };
+
+export function expressRateLimit(options: ExpressOptions): ExpressMiddleware {
   const guard = createGuard(options);
-  return function rateLimit(req, res, next) {
+  const rateLimit = function rateLimit(req: Req, res: Res, next: Next) {
     guard.check({
       req,
       method: req.method,
@@ -59,5 +62,8 @@ export function expressRateLimit(options: ExpressOptions): (req: Req, res: Res, 
       res.setHeader('Content-Type', 'application/problem+json');
       res.end(JSON.stringify(r.body));
     }, next);
-  };
+  } as ExpressMiddleware;
+  rateLimit.close = () => guard.close();
+  rateLimit.guard = guard;
+  return rateLimit;
 }

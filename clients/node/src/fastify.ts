@@ -27,6 +27,8 @@ function plugin(fastify: any, options: FastifyRateLimitOptions, done: Done): voi
   const prefix: string = typeof fastify.prefix === 'string' ? fastify.prefix.replace(/\/+$/, '') : '';
   const local = (p: string): string => (prefix && (p === prefix || p.startsWith(`${prefix}/`))
     ? p.slice(prefix.length) || '/' : p);
+  // closing the app gives back the leases the plugin holds
+  fastify.addHook('onClose', async () => { await g.close(); });
   fastify.addHook('onRequest', async (request: any, reply: any) => {
     const config = request.routeOptions?.config ?? request.context?.config ?? {};
     const route = config.rateLimit as RouteOverride | false | undefined;

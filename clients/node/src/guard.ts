@@ -7,6 +7,9 @@ import { createHash } from 'node:crypto';
 import { emissionInterval, quota, rateLimitHeaders, type HeaderItem } from './headers.js';
 import { addressKey, clientAddress, Networks, type TrustedProxies } from './ip.js';
 import { type Limiter } from './limiter.js';
+import { Leases, LEASABLE, type LeaseOptions, type LeaseState } from './lease.js';
+import { parseLimitString, type StringAlgorithm } from './limits.js';
+import { LocalRefusals } from './local.js';
 import { MemoryLimiter } from './memory.js';
 import { rateRule, type CachedPolicy, type CachedVersion } from './policy.js';
 import type { Decision, PolicyMode, Rule } from './types.js';
@@ -34,19 +37,42 @@ type Awaitable<T> = T | Promise<T>;
  * undefined when the limit does not apply to this request. */
 export type KeyFunction = (ctx: RequestContext) => Awaitable<string | number | null | undefined>;
 
+/** A rule, a limit string (`'10/second; 1000/day'`), or a function of the request giving
+ * one (a limit computed per request, e.g. from the caller's plan). */
+export type RuleSpec = Rule | string | ((ctx: RequestContext) => Awaitable<Rule | string>);
+
 export interface LimitSpec {
-  /** The policy name: in the headers and in the Redis key. */
+  /** The policy name: in the headers and in the Redis key. A limit string of several items
+   * makes limits named `<name>-1`, `<name>-2`, ... */
   name: string;
-  /** The rule's numbers; or give `policy` instead. */
-  rule?: Rule;
+  /** The rule's numbers, a limit string (`'10/second'`, `'10 per minute'`,
+   * `'100/5 minutes'`, `'10/second; 1000/day'`: see `algorithm`), or a function of the
+   * request returning either; or give `policy` instead. */
+  rule?: RuleSpec;
+  /** The algorithm of a limit string's rules: `'sliding'` (default), `'fixed'`, or `'gcra'`
+   * (burst = count). */
+  algorithm?: StringAlgorithm;
   /** The name of a policy stored in the server (`RL.POLICY SET`) instead of `rule`: sent as
    * `POLICY name [COST n]` in the request's RL.ALL (alone: `RL.ALLOW key name`), so the
    * numbers change without a deploy. The headers take the rule from `RL.POLICY GET`,
    * cached per limiter (`policyRefreshMs`). Not a CONCURRENCY policy; the policy sets its
    * own BLOCK (no `blockMs` here). An unknown policy takes the failure path. */
   policy?: string;
-  /** Who is counted (see `keys`). */
-  key: KeyFunction;
+  /** Who is counted (see `keys`; default `keys.ip()`). */
+  key?: KeyFunction;
+  /** Identities (exact) this limit never applies to: no command, no header item. */
+  allow?: Iterable<string | number>;
+  /** Identities (exact) refused at once with 403 (no Redis call for any limit of the
+   * request, no rate-limit headers, a problem body naming this limit). */
+  deny?: Iterable<string | number>;
+  /** Leased allowance (GCRA, TOKENBUCKET and FIXED rules; not with `policy`, `blockMs`,
+   * `waitMs` or `shadow`): this process claims `chunk` units at once (`COST chunk PARTIAL`),
+   * admits from them without a Redis call, and gives back the unused ones (`REFUND`) when
+   * the lease lapses (`ttlMs`, default 1000), on `close()`, or when the rule changes. All
+   * processes together never admit more than the rule; a caller can be refused early, by at
+   * most (processes - 1) * chunk units, for at most `ttlMs`. `adaptive`: the chunk follows
+   * the rate this process sees (never above `chunk`). */
+  lease?: LeaseOptions;
   /** Units this request spends (default 1). */
   cost?: number | ((ctx: RequestContext) => Awaitable<number>);
   /** Redis unreachable or too slow: true (default) lets the request through as far as this
@@ -98,8 +124,11 @@ export interface LimitOutcome {
    * (the Python package's names; formerly failed-open / failed-closed, see the README's
    * "Changes");
    * cost: the request's cost is above the limit's limit, refused without asking Redis (no
-   * `decision`). */
-  source: 'redis' | 'fallback' | 'fail-open' | 'fail-closed' | 'cost';
+   * `decision`); lease: admitted from this process's lease without a Redis call (`decision`:
+   * the last claim's reply with the units left); local: refused from the local-refusal cache
+   * without a Redis call (`localRefusals`); deny: the identity is in the limit's `deny` list
+   * (403, no `decision`). */
+  source: 'redis' | 'fallback' | 'fail-open' | 'fail-closed' | 'cost' | 'lease' | 'local' | 'deny';
   decision?: Decision;
   /** A `policy` limit: the policy, and the version that decided (from the rules cached for
    * the headers; undefined when unknown). */
@@ -116,8 +145,9 @@ export interface LimitOutcome {
 
 export interface DecisionEvent {
   ctx: RequestContext;
-  /** What the client got: allowed (passed), refused (429), unavailable (503), exempt. */
-  outcome: 'allowed' | 'refused' | 'unavailable' | 'exempt';
+  /** What the client got: allowed (passed), refused (429), denied (403: a `deny` list),
+   * unavailable (503), exempt. */
+  outcome: 'allowed' | 'refused' | 'denied' | 'unavailable' | 'exempt';
   /** A shadow limit would have refused this request. */
   shadowRefused: boolean;
   limits: LimitOutcome[];
@@ -208,11 +238,22 @@ export interface GuardOptions {
   policyRefreshMs?: number;
   /** The in-memory limiter used by `fallback` limits (default: a new one). */
   memory?: MemoryLimiter;
+  /** After the server refused a (limit, identity) with `retry_after_ms` R > 0, refuse its
+   * requests of at least that cost here, without a Redis call, until R has passed (on
+   * `clockMs`). `true`: at most 10000 entries; `{ maxKeys }`: at most that many (when full,
+   * the entry that ends soonest goes). Not for shadow limits nor `waitMs` limits. Default off. */
+  localRefusals?: boolean | { maxKeys?: number };
+  /** The clock of leases and local refusals, integer ms (default Date.now). Tests pass one
+   * that reads the module's test clock. */
+  clockMs?: () => number;
+  /** Give back a lapsed lease from a timer (unref'd) as well as on its key's next request
+   * (default true). */
+  leaseTimers?: boolean;
   logger?: { warn(msg: string): void; error(msg: string): void };
 }
 
 export interface GuardResult {
-  status: 200 | 429 | 503;
+  status: 200 | 403 | 429 | 503;
   headers: Record<string, string>;
   /** Admitted by a QUEUE limit that scheduled it later: wait this many ms, then proceed
    * (the Express middleware and the Fastify hook do). 0 otherwise. */
@@ -266,8 +307,42 @@ export const keys = {
   },
 };
 
-/** A limit has a rule or a policy (TypeError otherwise). */
-function checkSpec(spec: LimitSpec): void {
+/** A limit string's rules, parsed once. */
+const parsedStrings = new Map<string, Rule[]>();
+function stringRules(text: string, algorithm: StringAlgorithm | undefined): Rule[] {
+  const k = `${algorithm ?? 'sliding'}|${text}`;
+  let r = parsedStrings.get(k);
+  if (!r) {
+    r = parseLimitString(text, algorithm ?? 'sliding');
+    if (parsedStrings.size > 1000) parsedStrings.clear();
+    parsedStrings.set(k, r);
+  }
+  return r;
+}
+
+/** A rule a lease can be taken on (TypeError otherwise). */
+function checkLeaseRule(spec: LimitSpec, rule: Rule): void {
+  if (!LEASABLE.has(rule.algorithm)) {
+    throw new TypeError(`redis-ratelimit: limit "${spec.name}": a lease needs a gcra, tokenbucket or fixed rule (not ${rule.algorithm}: its refunds cannot give back exactly what a claim took, or it delays)`);
+  }
+}
+
+/** A limit's configuration is valid (TypeError otherwise). `shadow`: the guard's. */
+function checkSpec(spec: LimitSpec, shadow = false): void {
+  if (!spec || typeof spec.name !== 'string' || spec.name === '') throw new TypeError('redis-ratelimit: a limit needs a name');
+  if (typeof spec.rule === 'string') stringRules(spec.rule, spec.algorithm);
+  if (spec.lease !== undefined) {
+    const { chunk, ttlMs } = spec.lease;
+    const bad = (why: string): never => { throw new TypeError(`redis-ratelimit: limit "${spec.name}": ${why}`); };
+    if (!Number.isSafeInteger(chunk) || chunk < 1) bad('lease.chunk must be an integer >= 1');
+    if (ttlMs !== undefined && (!Number.isSafeInteger(ttlMs) || ttlMs < 1)) bad('lease.ttlMs must be an integer >= 1');
+    if (spec.policy !== undefined) bad('a lease needs the rule\'s numbers, not a policy (its rule can change under the lease)');
+    if (spec.blockMs !== undefined) bad('a lease cannot be combined with blockMs');
+    if (spec.waitMs !== undefined) bad('a lease cannot be combined with waitMs');
+    if (spec.shadow ?? shadow) bad('a shadow limit cannot be leased');
+    if (spec.rule && typeof spec.rule === 'object') checkLeaseRule(spec, spec.rule);
+    if (typeof spec.rule === 'string') for (const r of stringRules(spec.rule, spec.algorithm)) checkLeaseRule(spec, r);
+  }
   const hasRule = spec.rule !== undefined && spec.rule !== null;
   const hasPolicy = typeof spec.policy === 'string' && spec.policy !== '';
   if (hasRule === hasPolicy) {
@@ -286,9 +361,9 @@ function checkSpec(spec: LimitSpec): void {
   }
 }
 
-/** A limit checked in its own command after the request's RL.ALL (BLOCK or WAIT). */
+/** A limit checked in its own command after the request's RL.ALL (BLOCK, WAIT or a lease). */
 const alone = (p: { spec: LimitSpec; shadow: boolean }): boolean =>
-  p.spec.blockMs !== undefined || (!p.shadow && p.spec.waitMs !== undefined);
+  p.spec.blockMs !== undefined || p.spec.lease !== undefined || (!p.shadow && p.spec.waitMs !== undefined);
 
 /** The version of a cached policy whose limit is `limit` (the current first). */
 function versionFor(entry: CachedPolicy | undefined, limit: number): CachedVersion | undefined {
@@ -311,9 +386,15 @@ interface Resolved {
 
 interface Planned {
   spec: LimitSpec;
+  /** The limit's name (`<name>-<i>` for the items of a limit string). */
+  name: string;
+  /** Its rule for this request (undefined: a policy). */
+  rule?: Rule;
   key: string;
   cost: number;
   shadow: boolean;
+  /** The identity is in the limit's deny list. */
+  denied?: boolean;
 }
 
 /** `list` with `extra` added (decision 2): a global limit with the name of one in `extra`
@@ -342,6 +423,13 @@ export interface Guard {
   /** Decides one request. `route` adds or replaces limits (a framework's per-route config). */
   check(ctx: Omit<RequestContext, 'ip'>, route?: RouteOverride | false): Promise<GuardResult>;
   readonly options: GuardOptions;
+  /** Gives back every lease this guard holds (`REFUND`); resolves when done. Later requests
+   * of leased limits are checked one command each (no new lease). */
+  close(): Promise<void>;
+  /** The leases held now (for tests and metrics). */
+  leases(): LeaseState[];
+  /** Entries in the local-refusal cache now. */
+  readonly localRefusals: number;
 }
 
 export function createGuard(options: GuardOptions): Guard {
@@ -358,8 +446,25 @@ export function createGuard(options: GuardOptions): Guard {
   const logger = options.logger ?? console;
   const headerOpts = options.headers ?? {};
   const refreshMs = options.policyRefreshMs ?? 5000;
-  for (const l of options.limits ?? []) checkSpec(l);
-  for (const r of options.routes ?? []) if (r.limits) for (const l of r.limits) checkSpec(l);
+  const clock = options.clockMs ?? Date.now;
+  for (const l of options.limits ?? []) checkSpec(l, !!options.shadow);
+  for (const r of options.routes ?? []) if (r.limits) for (const l of r.limits) checkSpec(l, !!options.shadow);
+  const lr = options.localRefusals;
+  const local = lr ? new LocalRefusals(typeof lr === 'object' ? lr.maxKeys ?? 10000 : 10000) : undefined;
+  const leases = new Leases({
+    limiter, clockMs: clock, timeoutMs, timers: options.leaseTimers,
+    onError: (err, key) => logger.warn(`redis-ratelimit: the lease of ${key} could not be given back: ${err instanceof Error ? err.message : String(err)}`),
+  });
+  const lists = new WeakMap<LimitSpec, { allow: Set<string>; deny: Set<string> }>();
+  const listsOf = (spec: LimitSpec): { allow: Set<string>; deny: Set<string> } => {
+    let l = lists.get(spec);
+    if (!l) {
+      l = { allow: new Set([...(spec.allow ?? [])].map(String)), deny: new Set([...(spec.deny ?? [])].map(String)) };
+      lists.set(spec, l);
+    }
+    return l;
+  };
+  const defaultKey = keys.ip();
 
   const report = (event: DecisionEvent): void => {
     if (!options.onDecision) return;
@@ -385,12 +490,25 @@ export function createGuard(options: GuardOptions): Guard {
     const tagPart = tag ? `{${tag}}:` : '';
     const out: Planned[] = [];
     for (const spec of specs) {
-      checkSpec(spec);
-      const id = await spec.key(ctx);
+      checkSpec(spec, !!options.shadow);
+      const id = await (spec.key ?? defaultKey)(ctx);
       if (id === null || id === undefined || id === '') continue;
+      const { allow, deny } = listsOf(spec);
+      if (allow.has(String(id))) continue;
       const cost = typeof spec.cost === 'function' ? await spec.cost(ctx) : (spec.cost ?? 1);
-      out.push({ spec, key: `${keyPrefix}${tagPart}${spec.name}:${id}`, cost,
-        shadow: spec.shadow ?? !!options.shadow });
+      const shadow = spec.shadow ?? !!options.shadow;
+      const denied = deny.has(String(id));
+      if (spec.policy !== undefined && spec.rule === undefined) {
+        out.push({ spec, name: spec.name, key: `${keyPrefix}${tagPart}${spec.name}:${id}`, cost, shadow, denied });
+        continue;
+      }
+      const given = typeof spec.rule === 'function' ? await spec.rule(ctx) : spec.rule;
+      const rules = typeof given === 'string' ? stringRules(given, spec.algorithm) : [given as Rule];
+      rules.forEach((rule, i) => {
+        if (spec.lease) checkLeaseRule(spec, rule);
+        const name = rules.length > 1 ? `${spec.name}-${i + 1}` : spec.name;
+        out.push({ spec, name, rule, key: `${keyPrefix}${tagPart}${name}:${id}`, cost, shadow, denied });
+      });
     }
     return { planned: out, tagged: !!tag };
   }
@@ -400,7 +518,7 @@ export function createGuard(options: GuardOptions): Guard {
   let openUntil = -Infinity;
   const circuitOpen = (): boolean => breakerMs > 0 && now() < openUntil;
 
-  type Sent = { ok: true; decisions: { decision: Decision; reply?: Decision; resolved?: Resolved }[]; refusedBy?: number }
+  type Sent = { ok: true; decisions: { decision: Decision; reply?: Decision; resolved?: Resolved; local?: boolean }[]; refusedBy?: number }
     | { ok: false; error: unknown };
 
   // Policies: the rules for the headers, read with RL.POLICY GET (from the node of the key
@@ -434,6 +552,11 @@ export function createGuard(options: GuardOptions): Guard {
     if (circuitOpen()) return { ok: false, error: new CircuitOpenError() };
     const cost = (p: Planned): number | undefined => (p.cost === 1 ? undefined : p.cost);
     try {
+      if (group.length === 1 && group[0].spec.lease) {
+        const [p] = group;
+        const r = await leases.take(p.key, p.rule!, p.cost, p.spec.lease!);
+        return { ok: true, decisions: [{ decision: r.decision, local: r.local, ...(r.reply ? { reply: r.reply } : {}) }] };
+      }
       if (group.length === 1) {
         const [p] = group;
         const waitMs = p.shadow ? undefined : p.spec.waitMs;
@@ -441,12 +564,12 @@ export function createGuard(options: GuardOptions): Guard {
           const d = await limiter.allow(p.key, p.spec.policy, { cost: cost(p), waitMs, timeoutMs });
           return { ok: true, decisions: [{ decision: d, resolved: await resolve(p, d) }] };
         }
-        const d = await limiter.check(p.key, p.spec.rule!, { cost: cost(p), blockMs: p.spec.blockMs, waitMs, timeoutMs });
+        const d = await limiter.check(p.key, p.rule!, { cost: cost(p), blockMs: p.spec.blockMs, waitMs, timeoutMs });
         return { ok: true, decisions: [{ decision: d }] };
       }
       const r = await limiter.all(group.map((p) => (p.spec.policy
         ? { key: p.key, policy: p.spec.policy, cost: cost(p) }
-        : { key: p.key, rule: p.spec.rule!, cost: cost(p) })), { timeoutMs });
+        : { key: p.key, rule: p.rule!, cost: cost(p) })), { timeoutMs });
       const resolved = await resolveAll(group, r.decisions);
       return {
         ok: true,
@@ -454,7 +577,7 @@ export function createGuard(options: GuardOptions): Guard {
         // Refused as a whole: nothing was spent anywhere; a rule that would have admitted
         // answered as if it had spent: report its real state.
         decisions: r.decisions.map((d, i) => {
-          const rl = group[i].spec.policy ? resolved[i]!.rule : group[i].spec.rule!;
+          const rl = group[i].spec.policy ? resolved[i]!.rule : group[i].rule!;
           return r.allowed || !d.allowed ? { decision: d, resolved: resolved[i] }
             : { decision: rl ? unspent(d, rl, group[i].cost) : { ...d, remaining: Math.min(d.limit, d.remaining + group[i].cost) },
               reply: d, resolved: resolved[i] };
@@ -480,7 +603,7 @@ export function createGuard(options: GuardOptions): Guard {
       })(),
     };
     let refusedBy: number | undefined;
-    const done = (status: 200 | 429 | 503, outcome: DecisionEvent['outcome'], limits: LimitOutcome[],
+    const done = (status: 200 | 403 | 429 | 503, outcome: DecisionEvent['outcome'], limits: LimitOutcome[],
       headers: Record<string, string>, body?: Record<string, unknown>, shadowRefused = false): GuardResult => {
       const event: DecisionEvent = { ctx, outcome, shadowRefused, limits, refusedBy, durationMs: performance.now() - started };
       report(event);
@@ -496,23 +619,63 @@ export function createGuard(options: GuardOptions): Guard {
     const { planned: all, tagged } = await plan(ctx, specs);
     if (!all.length) return done(200, 'exempt', [], {});
 
+    // A denied identity: 403 at once, no Redis call for any limit, no rate-limit headers.
+    // (A shadow limit's deny list only reports.)
+    const denied = all.filter((p) => p.denied);
+    if (denied.length) {
+      const outs: LimitOutcome[] = denied.map((p) => ({ name: p.name, key: p.key, cost: p.cost, shadow: p.shadow, source: 'deny' }));
+      const enforcedDeny = denied.filter((p) => !p.shadow);
+      if (enforcedDeny.length) {
+        return done(403, 'denied', outs, {}, {
+          type: 'about:blank', title: 'Forbidden', status: 403,
+          'violated-policies': enforcedDeny.map((p) => p.name),
+        }, outs.some((o) => o.shadow));
+      }
+    }
+
     // A cost above a limit's limit (burst, capacity or window limit) can never be admitted
     // (the module would answer ERR COST must not exceed ...): refused here, before Redis is
     // asked (nothing spent on any limit), by that limit, without Retry-After (waiting does
     // not help) nor RateLimit headers. A shadow limit only reports it and is not sent.
     // (A policy limit's numbers are not known before the reply: it is sent, and the module
     // answers `ERR COST must not exceed ...`, an error that is not a Redis failure.)
-    const oversized = all.filter((p) => p.spec.rule && p.cost > quota(p.spec.rule));
+    const oversized = all.filter((p) => p.rule && p.cost > quota(p.rule));
     const planned = all.filter((p) => !oversized.includes(p));
     const costOutcomes: LimitOutcome[] = oversized.map((p) => ({
-      name: p.spec.name, key: p.key, cost: p.cost, shadow: p.shadow, source: 'cost' }));
+      name: p.name, key: p.key, cost: p.cost, shadow: p.shadow, source: 'cost' }));
     const tooCostly = oversized.filter((p) => !p.shadow);
     if (tooCostly.length) {
       return done(429, 'refused', costOutcomes, {}, {
         type: QUOTA_EXCEEDED, title: QUOTA_TITLE, status: 429,
-        'violated-policies': tooCostly.map((p) => p.spec.name),
-        detail: tooCostly.map((p) => `request cost ${p.cost} exceeds limit '${p.spec.name}' (${quota(p.spec.rule!)}): it can never be admitted`).join('; '),
+        'violated-policies': tooCostly.map((p) => p.name),
+        detail: tooCostly.map((p) => `request cost ${p.cost} exceeds limit '${p.name}' (${quota(p.rule!)}): it can never be admitted`).join('; '),
       }, costOutcomes.some((o) => o.shadow));
+    }
+
+    // Local refusals: a (limit, identity) the server refused less than its retry_after_ms
+    // ago, at a cost at least this one's, is refused here without a Redis call.
+    if (local) {
+      const t = clock();
+      const hits = planned.flatMap((p) => {
+        if (p.shadow || p.spec.waitMs !== undefined) return [];
+        const e = local.find(p.key, p.cost, t);
+        return e ? [{ p, left: e.until - t }] : [];
+      });
+      if (hits.length) {
+        const outs: LimitOutcome[] = hits.map(({ p, left }) => ({
+          name: p.name, key: p.key, cost: p.cost, shadow: false, source: 'local',
+          decision: { allowed: false, limit: p.rule ? quota(p.rule) : 0, remaining: 0, retryAfterMs: left, resetAfterMs: left },
+        }));
+        const items: HeaderItem[] = hits.flatMap(({ p }, i) => {
+          const rule = p.rule ?? (p.spec.policy ? rateRule(rules.peek(p.spec.policy)?.current?.rule) : null);
+          return rule ? [{ name: p.name, rule, decision: { ...outs[i].decision!, limit: quota(rule) } }] : [];
+        });
+        const headers = rateLimitHeaders(items, headerOpts);
+        if (!headers['Retry-After']) headers['Retry-After'] = String(Math.max(...hits.map((h) => Math.ceil(h.left / 1000))));
+        return done(429, 'refused', outs, headers, {
+          type: QUOTA_EXCEEDED, title: QUOTA_TITLE, status: 429, 'violated-policies': outs.map((o) => o.name),
+        });
+      }
     }
     const atomic = options.atomic ?? (!limiter.isCluster || tagged);
 
@@ -538,21 +701,21 @@ export function createGuard(options: GuardOptions): Guard {
         const s = settled[gi];
         if (s.ok && s.refusedBy !== undefined && !group[0].shadow) refusedBy = s.refusedBy;
         group.forEach((p, i) => {
-          const base: Omit<LimitOutcome, 'source'> = { name: p.spec.name, key: p.key, cost: p.cost, shadow: p.shadow };
+          const base: Omit<LimitOutcome, 'source'> = { name: p.name, key: p.key, cost: p.cost, shadow: p.shadow };
           if (p.spec.policy) base.policy = { name: p.spec.policy };
           if (s.ok) {
-            const { decision, reply, resolved } = s.decisions[i];
-            const o: LimitOutcome = { ...base, source: 'redis', decision, ...(reply ? { reply } : {}) };
+            const { decision, reply, resolved, local: fromLease } = s.decisions[i];
+            const o: LimitOutcome = { ...base, source: fromLease ? 'lease' : 'redis', decision, ...(reply ? { reply } : {}) };
             if (resolved) {
               o.policy = { name: p.spec.policy!, version: resolved.version, mode: resolved.mode };
               if (resolved.show && resolved.rule) headerRule.set(o, resolved.rule);
-            } else if (p.spec.rule) headerRule.set(o, p.spec.rule);
+            } else if (p.rule) headerRule.set(o, p.rule);
             outcomes.push(o);
             return;
           }
           const err = s.error;
           const fallback = p.spec.fallback === true
-            ? (p.spec.rule ?? rateRule(rules.peek(p.spec.policy!)?.current?.rule)) : p.spec.fallback;
+            ? (p.rule ?? rateRule(rules.peek(p.spec.policy!)?.current?.rule)) : p.spec.fallback;
           if (fallback) {
             const o: LimitOutcome = { ...base, source: 'fallback', decision: memory.check(p.key, fallback, p.cost), error: err };
             headerRule.set(o, fallback);
@@ -583,7 +746,18 @@ export function createGuard(options: GuardOptions): Guard {
 
     const shadowRefused = outcomes.some((o) => o.shadow && (o.source === 'cost' || (o.decision && !o.decision.allowed)));
     // Headers in the order of the limits' configuration.
-    const ordered = all.flatMap((p) => outcomes.filter((o) => o.key === p.key && o.name === p.spec.name));
+    const ordered = all.flatMap((p) => outcomes.filter((o) => o.key === p.key && o.name === p.name));
+    if (local) {
+      // what the server said feeds the local-refusal cache
+      const t = clock();
+      for (const p of all) {
+        if (p.shadow || p.spec.waitMs !== undefined) continue;
+        const o = outcomes.find((x) => x.key === p.key && x.name === p.name);
+        if (!o || o.source !== 'redis' || !o.decision) continue;
+        if (o.decision.allowed) local.admitted(p.key);
+        else local.refused(p.key, p.cost, o.decision.retryAfterMs, t);
+      }
+    }
     const items: HeaderItem[] = ordered
       .filter((o) => !o.shadow && o.decision && headerRule.has(o))
       .map((o) => ({ name: o.name, rule: headerRule.get(o)!, decision: o.decision! }));
@@ -609,5 +783,11 @@ export function createGuard(options: GuardOptions): Guard {
     return done(200, 'allowed', ordered, headers, undefined, shadowRefused);
   }
 
-  return { check, options };
+  return {
+    check,
+    options,
+    close: () => leases.close(),
+    leases: () => leases.snapshot(),
+    get localRefusals() { return local?.size ?? 0; },
+  };
 }

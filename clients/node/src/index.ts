@@ -16,10 +16,15 @@ export type { MemoryLimiterOptions } from './memory.js';
 export { CircuitOpenError, UNAVAILABLE_REPLIES, createGuard, isUnavailable, isUnknownPolicy, keys } from './guard.js';
 export type {
   DecisionEvent, Guard, GuardOptions, GuardResult, KeyFunction, LimitOutcome, LimitSpec, Matcher,
-  RequestContext, RouteLimits, RouteOverride,
+  RequestContext, RouteLimits, RouteOverride, RuleSpec,
 } from './guard.js';
+export { parseLimitString } from './limits.js';
+export type { StringAlgorithm } from './limits.js';
+export { Leases, LEASABLE } from './lease.js';
+export type { LeaseOptions, LeaseResult, LeaseState, LeasesOptions } from './lease.js';
+export { LocalRefusals } from './local.js';
 export { expressRateLimit } from './express.js';
-export type { ExpressOptions } from './express.js';
+export type { ExpressMiddleware, ExpressOptions } from './express.js';
 export { fastifyRateLimit } from './fastify.js';
 export type { FastifyRateLimitOptions } from './fastify.js';
 export { RedisRateLimitStore } from './store.js';

@@ -6,6 +6,7 @@
 
 import { createAdapter, type Adapter, type ClientKind, type WaitConnection } from './adapter.js';
 import { WaitPool } from './wait.js';
+import { TimeoutError, int, withTimeout } from './base.js';
 import { ClusterPolicies, Policies, PolicyRuleCache } from './policy.js';
 import type {
   AllDecision, AllEntry, AllowOptions, Decision, FixedRule, GcraRule, Info, Int, LogRule, QueueRule,
@@ -27,13 +28,7 @@ export interface LimiterOptions {
   waitConnections?: number;
 }
 
-/** A command did not answer within its timeout. */
-export class TimeoutError extends Error {
-  override readonly name = 'TimeoutError';
-  constructor(readonly timeoutMs: number) {
-    super(`redis-ratelimit: no reply within ${timeoutMs} ms`);
-  }
-}
+export { TimeoutError, withTimeout } from './base.js';
 
 /** The module (or this server) does not know an option: it answered `ERR syntax error` (or
  * refused `COST 0`). The options of "beyond yes or no" need a module that has them. */
@@ -44,11 +39,6 @@ export function isUnsupportedOption(err: unknown): boolean {
 
 const ALGORITHMS = new Set(['gcra', 'tokenbucket', 'sliding', 'fixed', 'log', 'queue']);
 
-function int(name: string, v: Int): string {
-  if (typeof v === 'bigint') return v.toString();
-  if (typeof v === 'number' && Number.isSafeInteger(v)) return String(v);
-  throw new TypeError(`redis-ratelimit: ${name} must be an integer, got ${String(v)}`);
-}
 
 /** The rule's numbers after the key, e.g. GCRA 10 5 1000 -> ['10', '5', '1000']. */
 export function ruleArgs(rule: Rule): string[] {
@@ -203,15 +193,6 @@ export function parseInfo(reply: unknown): Info | null {
   return out as Info;
 }
 
-/** @internal */
-export function withTimeout<T>(p: Promise<T>, ms: number | undefined): Promise<T> {
-  if (!ms || ms <= 0 || !Number.isFinite(ms)) return p;
-  return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new TimeoutError(ms)), ms);
-    p.then((v) => { clearTimeout(timer); resolve(v); },
-      (e) => { clearTimeout(timer); reject(e); });
-  });
-}
 
 type Named<R extends Rule> = Omit<R, 'algorithm'>;
 

@@ -8,17 +8,12 @@
 //   const list = await limiter.clusterPolicies.list();        // on a cluster: drift per policy
 
 import type { PrimaryNode } from './adapter.js';
-import { withTimeout, type Limiter } from './limiter.js';
+import { int, withTimeout, type CommandSender as Limiter } from './base.js';
 import type {
-  ClusterPolicy, ConcurrencyRule, Int, NodeAnswers, PolicyInfo, PolicyMode, PolicyRule,
+  ClusterPolicy, ConcurrencyRule, NodeAnswers, PolicyInfo, PolicyMode, PolicyRule,
   PolicyStats, PolicySummary, PolicyVersion, Rule,
 } from './types.js';
 
-function int(name: string, v: Int): string {
-  if (typeof v === 'bigint') return v.toString();
-  if (typeof v === 'number' && Number.isSafeInteger(v)) return String(v);
-  throw new TypeError(`redis-ratelimit: ${name} must be an integer, got ${String(v)}`);
-}
 
 /** A policy's rule as `RL.POLICY SET`'s arguments: a rule object (with `stagger`,
  * `blockMs`), or the module's text as is (`"GCRA 10 1 1000"`, `"FIXED 10 60000 BLOCK 900000"`). */

@@ -66,7 +66,15 @@ function toCost(c) {
 
 export function toLimit(l) {
   const out = { name: l.name, key: toKey(l.key) };
-  if (l.policy !== undefined) out.policy = l.policy; else out.rule = toRule(l.rule);
+  if (l.policy !== undefined) out.policy = l.policy; else out.rule = typeof l.rule === 'string' ? l.rule : toRule(l.rule);
+  if (l.algorithm !== undefined) out.algorithm = l.algorithm;
+  if (l.lease !== undefined) {
+    out.lease = { chunk: l.lease.chunk };
+    if (l.lease.ttl_ms !== undefined) out.lease.ttlMs = l.lease.ttl_ms;
+    if (l.lease.adaptive !== undefined) out.lease.adaptive = l.lease.adaptive;
+  }
+  if (l.allow !== undefined) out.allow = l.allow;
+  if (l.deny !== undefined) out.deny = l.deny;
   if (l.cost !== undefined) out.cost = toCost(l.cost);
   if (l.shadow !== undefined) out.shadow = l.shadow;
   if (l.block_ms !== undefined && l.policy === undefined) out.blockMs = l.block_ms; // a policy has its own BLOCK
@@ -75,9 +83,13 @@ export function toLimit(l) {
   return out;
 }
 
-export function toOptions(config) {
+/** The package clock of the case: clock_ms plus every advance_ms so far (RL.CLOCK's instant). */
+let caseClock = 0;
+
+export function toOptions(config, lim = limiter) {
   const o = {
-    limiter,
+    limiter: lim,
+    clockMs: () => caseClock,
     logger: silent,
     timeoutMs: 5000, // a loaded test machine must not make a limit fail open
     limits: (config.limits ?? []).map(toLimit),
@@ -92,6 +104,9 @@ export function toOptions(config) {
   if (config.breaker_ms !== undefined) o.breakerMs = config.breaker_ms;
   if (config.legacy_headers !== undefined) o.headers = { legacy: config.legacy_headers };
   if (config.shadow !== undefined) o.shadow = config.shadow;
+  if (config.local_refusals !== undefined && config.local_refusals !== false) {
+    o.localRefusals = config.local_refusals === true ? true : { maxKeys: config.local_refusals.max_keys };
+  }
   return o;
 }
 
@@ -99,19 +114,16 @@ export function toOptions(config) {
 
 const running = [];
 
-async function listen(start) {
-  const base = await start();
-  return base;
-}
-
-/** Express: the middleware at `mount` (app.use('/api', mw)); every other request 200 "ok". */
+/** Express: the middleware at `mount` (app.use('/api', mw)); every other request 200 "ok".
+ * Returns { base, close } (close: the middleware's close(), giving back its leases). */
 async function expressApp(options, mount) {
   const app = express();
-  if (mount) app.use(mount, expressRateLimit(options)); else app.use(expressRateLimit(options));
+  const mw = expressRateLimit(options);
+  if (mount) app.use(mount, mw); else app.use(mw);
   app.use((req, res) => res.type('text/plain').send('ok'));
   const s = await new Promise((resolve) => { const x = app.listen(0, '127.0.0.1', () => resolve(x)); });
   running.push(async () => { s.closeAllConnections(); await new Promise((r) => s.close(r)); });
-  return `http://127.0.0.1:${s.address().port}`;
+  return { base: `http://127.0.0.1:${s.address().port}`, close: () => mw.close() };
 }
 
 /** Fastify: the plugin registered in a context with prefix `mount`; 200 "ok" everywhere. */
@@ -130,8 +142,10 @@ async function fastifyApp(options, mount) {
   app.all('/', ok);
   app.all('/*', ok);
   await app.listen({ port: 0, host: '127.0.0.1' });
-  running.push(() => app.close());
-  return `http://127.0.0.1:${app.server.address().port}`;
+  let closing;
+  const close = () => (closing ??= app.close()); // the plugin's onClose gives back its leases
+  running.push(close);
+  return { base: `http://127.0.0.1:${app.server.address().port}`, close };
 }
 
 const FRAMEWORKS = { express: expressApp, fastify: fastifyApp };
@@ -219,12 +233,35 @@ async function checkResponse({ res, text, t0, t1, seen: sent }, expect, where) {
 /** The responses of `async` request steps not awaited yet (name -> promise), per case. */
 const pendingRequests = new Map();
 
-async function runStep(step, base, where) {
+/** The calls of the module's commands the server counted since CONFIG RESETSTAT (INFO
+ * commandstats: cmdstat_rl.* and cmdstat_cl.throttle, without rl.clock and rl.policy). */
+export function moduleCalls(info) {
+  let n = 0;
+  for (const m of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) {
+    const name = m[1].toLowerCase();
+    if (!(name.startsWith('rl.') || name === 'cl.throttle')) continue;
+    if (name.startsWith('rl.clock') || name.startsWith('rl.policy')) continue;
+    n += Number(m[2]);
+  }
+  return n;
+}
+
+async function runStep(step, proc, where) {
   if (step.advance_ms !== undefined) {
     await adm.call('RL.CLOCK', 'ADVANCE', String(step.advance_ms));
+    caseClock += step.advance_ms;
+    return;
+  }
+  if (step.close !== undefined) {
+    await (await proc(step.close, true)).close();
+    return;
+  }
+  if (step.rl_calls !== undefined) {
+    assert.equal(moduleCalls(await adm.info('commandstats')), step.rl_calls, `${where}: calls of the module's commands`);
     return;
   }
   if (step.request) {
+    const { base } = await proc(step.process ?? 'p1');
     if (step.async !== undefined) {
       // sent now, awaited by name in a later step
       assert.ok(!pendingRequests.has(step.async), `${where}: async name ${step.async} used twice`);
@@ -303,21 +340,34 @@ async function runStep(step, base, where) {
 async function runCase(c, framework) {
   await adm.flushdb();
   await adm.call('RL.CLOCK', 'SET', String(c.clock_ms));
+  caseClock = c.clock_ms;
   // FLUSHDB keeps policies: delete every one, then set the case's (RL.POLICY SET args)
   for (const entry of await adm.call('RL.POLICY', 'LIST')) {
     const f = Object.fromEntries(Array.from({ length: entry.length / 2 }, (_, i) => [String(entry[2 * i]), entry[2 * i + 1]]));
     await adm.call('RL.POLICY', 'DEL', String(f.name));
   }
   for (const args of c.policies ?? []) await adm.call('RL.POLICY', 'SET', ...args.map(String));
+  await adm.config('RESETSTAT');
   // a new process per case: no policy rule cached from another case
   limiter.policyRules.clear();
-  const base = await listen(() => FRAMEWORKS[framework](toOptions(c.config ?? {}), c.mount ?? ''));
+  // processes ("process": "p2"): each its own app and middleware, built on first use
+  const procs = new Map();
+  const closedProcs = new Set();
+  const proc = async (name, closing = false) => {
+    assert.ok(!closedProcs.has(name), `${c.name}: process ${name} used after its close`);
+    if (closing) closedProcs.add(name);
+    if (!procs.has(name)) procs.set(name, await FRAMEWORKS[framework](toOptions(c.config ?? {}), c.mount ?? ''));
+    return procs.get(name);
+  };
   pendingRequests.clear();
   try {
-    for (const [i, step] of (c.steps ?? []).entries()) await runStep(step, base, `${c.name} [${framework}] step ${i + 1}`);
+    for (const [i, step] of (c.steps ?? []).entries()) await runStep(step, proc, `${c.name} [${framework}] step ${i + 1}`);
     assert.deepEqual([...pendingRequests.keys()], [], `${c.name} [${framework}]: async requests never awaited`);
   } finally {
     pendingRequests.clear();
+    // every process's middleware is closed (its leases given back, its timers gone) before
+    // the next case flushes the server
+    for (const [name, p] of procs) if (!closedProcs.has(name)) await p.close();
     while (running.length) await running.pop()();
   }
 }

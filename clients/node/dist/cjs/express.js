@@ -15,7 +15,7 @@ function pathOf(url) {
 }
 function expressRateLimit(options) {
     const guard = (0, guard_js_1.createGuard)(options);
-    return function rateLimit(req, res, next) {
+    const rateLimit = function rateLimit(req, res, next) {
         guard.check({
             req,
             method: req.method,
@@ -43,4 +43,7 @@ function expressRateLimit(options) {
             res.end(JSON.stringify(r.body));
         }, next);
     };
+    rateLimit.close = () => guard.close();
+    rateLimit.guard = guard;
+    return rateLimit;
 }

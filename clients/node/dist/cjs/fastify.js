@@ -24,6 +24,8 @@ function plugin(fastify, options, done) {
     const prefix = typeof fastify.prefix === 'string' ? fastify.prefix.replace(/\/+$/, '') : '';
     const local = (p) => (prefix && (p === prefix || p.startsWith(`${prefix}/`))
         ? p.slice(prefix.length) || '/' : p);
+    // closing the app gives back the leases the plugin holds
+    fastify.addHook('onClose', async () => { await g.close(); });
     fastify.addHook('onRequest', async (request, reply) => {
         const config = request.routeOptions?.config ?? request.context?.config ?? {};
         const route = config.rateLimit;

@@ -11,6 +11,9 @@ exports.createGuard = createGuard;
 const node_crypto_1 = require("node:crypto");
 const headers_js_1 = require("./headers.js");
 const ip_js_1 = require("./ip.js");
+const lease_js_1 = require("./lease.js");
+const limits_js_1 = require("./limits.js");
+const local_js_1 = require("./local.js");
 const memory_js_1 = require("./memory.js");
 const policy_js_1 = require("./policy.js");
 /** Redis failed less than `breakerMs` ago: the limit took its failure path without asking. */
@@ -86,8 +89,52 @@ exports.keys = {
         return (0, node_crypto_1.createHash)('sha256').update(v).digest('base64url').slice(0, 22);
     },
 };
-/** A limit has a rule or a policy (TypeError otherwise). */
-function checkSpec(spec) {
+/** A limit string's rules, parsed once. */
+const parsedStrings = new Map();
+function stringRules(text, algorithm) {
+    const k = `${algorithm ?? 'sliding'}|${text}`;
+    let r = parsedStrings.get(k);
+    if (!r) {
+        r = (0, limits_js_1.parseLimitString)(text, algorithm ?? 'sliding');
+        if (parsedStrings.size > 1000)
+            parsedStrings.clear();
+        parsedStrings.set(k, r);
+    }
+    return r;
+}
+/** A rule a lease can be taken on (TypeError otherwise). */
+function checkLeaseRule(spec, rule) {
+    if (!lease_js_1.LEASABLE.has(rule.algorithm)) {
+        throw new TypeError(`redis-ratelimit: limit "${spec.name}": a lease needs a gcra, tokenbucket or fixed rule (not ${rule.algorithm}: its refunds cannot give back exactly what a claim took, or it delays)`);
+    }
+}
+/** A limit's configuration is valid (TypeError otherwise). `shadow`: the guard's. */
+function checkSpec(spec, shadow = false) {
+    if (!spec || typeof spec.name !== 'string' || spec.name === '')
+        throw new TypeError('redis-ratelimit: a limit needs a name');
+    if (typeof spec.rule === 'string')
+        stringRules(spec.rule, spec.algorithm);
+    if (spec.lease !== undefined) {
+        const { chunk, ttlMs } = spec.lease;
+        const bad = (why) => { throw new TypeError(`redis-ratelimit: limit "${spec.name}": ${why}`); };
+        if (!Number.isSafeInteger(chunk) || chunk < 1)
+            bad('lease.chunk must be an integer >= 1');
+        if (ttlMs !== undefined && (!Number.isSafeInteger(ttlMs) || ttlMs < 1))
+            bad('lease.ttlMs must be an integer >= 1');
+        if (spec.policy !== undefined)
+            bad('a lease needs the rule\'s numbers, not a policy (its rule can change under the lease)');
+        if (spec.blockMs !== undefined)
+            bad('a lease cannot be combined with blockMs');
+        if (spec.waitMs !== undefined)
+            bad('a lease cannot be combined with waitMs');
+        if (spec.shadow ?? shadow)
+            bad('a shadow limit cannot be leased');
+        if (spec.rule && typeof spec.rule === 'object')
+            checkLeaseRule(spec, spec.rule);
+        if (typeof spec.rule === 'string')
+            for (const r of stringRules(spec.rule, spec.algorithm))
+                checkLeaseRule(spec, r);
+    }
     const hasRule = spec.rule !== undefined && spec.rule !== null;
     const hasPolicy = typeof spec.policy === 'string' && spec.policy !== '';
     if (hasRule === hasPolicy) {
@@ -105,8 +152,8 @@ function checkSpec(spec) {
         }
     }
 }
-/** A limit checked in its own command after the request's RL.ALL (BLOCK or WAIT). */
-const alone = (p) => p.spec.blockMs !== undefined || (!p.shadow && p.spec.waitMs !== undefined);
+/** A limit checked in its own command after the request's RL.ALL (BLOCK, WAIT or a lease). */
+const alone = (p) => p.spec.blockMs !== undefined || p.spec.lease !== undefined || (!p.shadow && p.spec.waitMs !== undefined);
 /** The version of a cached policy whose limit is `limit` (the current first). */
 function versionFor(entry, limit) {
     for (const v of [entry?.current, entry?.candidate]) {
@@ -151,12 +198,29 @@ function createGuard(options) {
     const logger = options.logger ?? console;
     const headerOpts = options.headers ?? {};
     const refreshMs = options.policyRefreshMs ?? 5000;
+    const clock = options.clockMs ?? Date.now;
     for (const l of options.limits ?? [])
-        checkSpec(l);
+        checkSpec(l, !!options.shadow);
     for (const r of options.routes ?? [])
         if (r.limits)
             for (const l of r.limits)
-                checkSpec(l);
+                checkSpec(l, !!options.shadow);
+    const lr = options.localRefusals;
+    const local = lr ? new local_js_1.LocalRefusals(typeof lr === 'object' ? lr.maxKeys ?? 10000 : 10000) : undefined;
+    const leases = new lease_js_1.Leases({
+        limiter, clockMs: clock, timeoutMs, timers: options.leaseTimers,
+        onError: (err, key) => logger.warn(`redis-ratelimit: the lease of ${key} could not be given back: ${err instanceof Error ? err.message : String(err)}`),
+    });
+    const lists = new WeakMap();
+    const listsOf = (spec) => {
+        let l = lists.get(spec);
+        if (!l) {
+            l = { allow: new Set([...(spec.allow ?? [])].map(String)), deny: new Set([...(spec.deny ?? [])].map(String)) };
+            lists.set(spec, l);
+        }
+        return l;
+    };
+    const defaultKey = exports.keys.ip();
     const report = (event) => {
         if (!options.onDecision)
             return;
@@ -190,13 +254,28 @@ function createGuard(options) {
         const tagPart = tag ? `{${tag}}:` : '';
         const out = [];
         for (const spec of specs) {
-            checkSpec(spec);
-            const id = await spec.key(ctx);
+            checkSpec(spec, !!options.shadow);
+            const id = await (spec.key ?? defaultKey)(ctx);
             if (id === null || id === undefined || id === '')
                 continue;
+            const { allow, deny } = listsOf(spec);
+            if (allow.has(String(id)))
+                continue;
             const cost = typeof spec.cost === 'function' ? await spec.cost(ctx) : (spec.cost ?? 1);
-            out.push({ spec, key: `${keyPrefix}${tagPart}${spec.name}:${id}`, cost,
-                shadow: spec.shadow ?? !!options.shadow });
+            const shadow = spec.shadow ?? !!options.shadow;
+            const denied = deny.has(String(id));
+            if (spec.policy !== undefined && spec.rule === undefined) {
+                out.push({ spec, name: spec.name, key: `${keyPrefix}${tagPart}${spec.name}:${id}`, cost, shadow, denied });
+                continue;
+            }
+            const given = typeof spec.rule === 'function' ? await spec.rule(ctx) : spec.rule;
+            const rules = typeof given === 'string' ? stringRules(given, spec.algorithm) : [given];
+            rules.forEach((rule, i) => {
+                if (spec.lease)
+                    checkLeaseRule(spec, rule);
+                const name = rules.length > 1 ? `${spec.name}-${i + 1}` : spec.name;
+                out.push({ spec, name, rule, key: `${keyPrefix}${tagPart}${name}:${id}`, cost, shadow, denied });
+            });
         }
         return { planned: out, tagged: !!tag };
     }
@@ -240,6 +319,11 @@ function createGuard(options) {
             return { ok: false, error: new CircuitOpenError() };
         const cost = (p) => (p.cost === 1 ? undefined : p.cost);
         try {
+            if (group.length === 1 && group[0].spec.lease) {
+                const [p] = group;
+                const r = await leases.take(p.key, p.rule, p.cost, p.spec.lease);
+                return { ok: true, decisions: [{ decision: r.decision, local: r.local, ...(r.reply ? { reply: r.reply } : {}) }] };
+            }
             if (group.length === 1) {
                 const [p] = group;
                 const waitMs = p.shadow ? undefined : p.spec.waitMs;
@@ -247,12 +331,12 @@ function createGuard(options) {
                     const d = await limiter.allow(p.key, p.spec.policy, { cost: cost(p), waitMs, timeoutMs });
                     return { ok: true, decisions: [{ decision: d, resolved: await resolve(p, d) }] };
                 }
-                const d = await limiter.check(p.key, p.spec.rule, { cost: cost(p), blockMs: p.spec.blockMs, waitMs, timeoutMs });
+                const d = await limiter.check(p.key, p.rule, { cost: cost(p), blockMs: p.spec.blockMs, waitMs, timeoutMs });
                 return { ok: true, decisions: [{ decision: d }] };
             }
             const r = await limiter.all(group.map((p) => (p.spec.policy
                 ? { key: p.key, policy: p.spec.policy, cost: cost(p) }
-                : { key: p.key, rule: p.spec.rule, cost: cost(p) })), { timeoutMs });
+                : { key: p.key, rule: p.rule, cost: cost(p) })), { timeoutMs });
             const resolved = await resolveAll(group, r.decisions);
             return {
                 ok: true,
@@ -260,7 +344,7 @@ function createGuard(options) {
                 // Refused as a whole: nothing was spent anywhere; a rule that would have admitted
                 // answered as if it had spent: report its real state.
                 decisions: r.decisions.map((d, i) => {
-                    const rl = group[i].spec.policy ? resolved[i].rule : group[i].spec.rule;
+                    const rl = group[i].spec.policy ? resolved[i].rule : group[i].rule;
                     return r.allowed || !d.allowed ? { decision: d, resolved: resolved[i] }
                         : { decision: rl ? unspent(d, rl, group[i].cost) : { ...d, remaining: Math.min(d.limit, d.remaining + group[i].cost) },
                             reply: d, resolved: resolved[i] };
@@ -303,24 +387,64 @@ function createGuard(options) {
         const { planned: all, tagged } = await plan(ctx, specs);
         if (!all.length)
             return done(200, 'exempt', [], {});
+        // A denied identity: 403 at once, no Redis call for any limit, no rate-limit headers.
+        // (A shadow limit's deny list only reports.)
+        const denied = all.filter((p) => p.denied);
+        if (denied.length) {
+            const outs = denied.map((p) => ({ name: p.name, key: p.key, cost: p.cost, shadow: p.shadow, source: 'deny' }));
+            const enforcedDeny = denied.filter((p) => !p.shadow);
+            if (enforcedDeny.length) {
+                return done(403, 'denied', outs, {}, {
+                    type: 'about:blank', title: 'Forbidden', status: 403,
+                    'violated-policies': enforcedDeny.map((p) => p.name),
+                }, outs.some((o) => o.shadow));
+            }
+        }
         // A cost above a limit's limit (burst, capacity or window limit) can never be admitted
         // (the module would answer ERR COST must not exceed ...): refused here, before Redis is
         // asked (nothing spent on any limit), by that limit, without Retry-After (waiting does
         // not help) nor RateLimit headers. A shadow limit only reports it and is not sent.
         // (A policy limit's numbers are not known before the reply: it is sent, and the module
         // answers `ERR COST must not exceed ...`, an error that is not a Redis failure.)
-        const oversized = all.filter((p) => p.spec.rule && p.cost > (0, headers_js_1.quota)(p.spec.rule));
+        const oversized = all.filter((p) => p.rule && p.cost > (0, headers_js_1.quota)(p.rule));
         const planned = all.filter((p) => !oversized.includes(p));
         const costOutcomes = oversized.map((p) => ({
-            name: p.spec.name, key: p.key, cost: p.cost, shadow: p.shadow, source: 'cost'
+            name: p.name, key: p.key, cost: p.cost, shadow: p.shadow, source: 'cost'
         }));
         const tooCostly = oversized.filter((p) => !p.shadow);
         if (tooCostly.length) {
             return done(429, 'refused', costOutcomes, {}, {
                 type: QUOTA_EXCEEDED, title: QUOTA_TITLE, status: 429,
-                'violated-policies': tooCostly.map((p) => p.spec.name),
-                detail: tooCostly.map((p) => `request cost ${p.cost} exceeds limit '${p.spec.name}' (${(0, headers_js_1.quota)(p.spec.rule)}): it can never be admitted`).join('; '),
+                'violated-policies': tooCostly.map((p) => p.name),
+                detail: tooCostly.map((p) => `request cost ${p.cost} exceeds limit '${p.name}' (${(0, headers_js_1.quota)(p.rule)}): it can never be admitted`).join('; '),
             }, costOutcomes.some((o) => o.shadow));
+        }
+        // Local refusals: a (limit, identity) the server refused less than its retry_after_ms
+        // ago, at a cost at least this one's, is refused here without a Redis call.
+        if (local) {
+            const t = clock();
+            const hits = planned.flatMap((p) => {
+                if (p.shadow || p.spec.waitMs !== undefined)
+                    return [];
+                const e = local.find(p.key, p.cost, t);
+                return e ? [{ p, left: e.until - t }] : [];
+            });
+            if (hits.length) {
+                const outs = hits.map(({ p, left }) => ({
+                    name: p.name, key: p.key, cost: p.cost, shadow: false, source: 'local',
+                    decision: { allowed: false, limit: p.rule ? (0, headers_js_1.quota)(p.rule) : 0, remaining: 0, retryAfterMs: left, resetAfterMs: left },
+                }));
+                const items = hits.flatMap(({ p }, i) => {
+                    const rule = p.rule ?? (p.spec.policy ? (0, policy_js_1.rateRule)(rules.peek(p.spec.policy)?.current?.rule) : null);
+                    return rule ? [{ name: p.name, rule, decision: { ...outs[i].decision, limit: (0, headers_js_1.quota)(rule) } }] : [];
+                });
+                const headers = (0, headers_js_1.rateLimitHeaders)(items, headerOpts);
+                if (!headers['Retry-After'])
+                    headers['Retry-After'] = String(Math.max(...hits.map((h) => Math.ceil(h.left / 1000))));
+                return done(429, 'refused', outs, headers, {
+                    type: QUOTA_EXCEEDED, title: QUOTA_TITLE, status: 429, 'violated-policies': outs.map((o) => o.name),
+                });
+            }
         }
         const atomic = options.atomic ?? (!limiter.isCluster || tagged);
         // Enforced limits in one RL.ALL (atomic) or one command each; shadow limits in another
@@ -351,25 +475,25 @@ function createGuard(options) {
                 if (s.ok && s.refusedBy !== undefined && !group[0].shadow)
                     refusedBy = s.refusedBy;
                 group.forEach((p, i) => {
-                    const base = { name: p.spec.name, key: p.key, cost: p.cost, shadow: p.shadow };
+                    const base = { name: p.name, key: p.key, cost: p.cost, shadow: p.shadow };
                     if (p.spec.policy)
                         base.policy = { name: p.spec.policy };
                     if (s.ok) {
-                        const { decision, reply, resolved } = s.decisions[i];
-                        const o = { ...base, source: 'redis', decision, ...(reply ? { reply } : {}) };
+                        const { decision, reply, resolved, local: fromLease } = s.decisions[i];
+                        const o = { ...base, source: fromLease ? 'lease' : 'redis', decision, ...(reply ? { reply } : {}) };
                         if (resolved) {
                             o.policy = { name: p.spec.policy, version: resolved.version, mode: resolved.mode };
                             if (resolved.show && resolved.rule)
                                 headerRule.set(o, resolved.rule);
                         }
-                        else if (p.spec.rule)
-                            headerRule.set(o, p.spec.rule);
+                        else if (p.rule)
+                            headerRule.set(o, p.rule);
                         outcomes.push(o);
                         return;
                     }
                     const err = s.error;
                     const fallback = p.spec.fallback === true
-                        ? (p.spec.rule ?? (0, policy_js_1.rateRule)(rules.peek(p.spec.policy)?.current?.rule)) : p.spec.fallback;
+                        ? (p.rule ?? (0, policy_js_1.rateRule)(rules.peek(p.spec.policy)?.current?.rule)) : p.spec.fallback;
                     if (fallback) {
                         const o = { ...base, source: 'fallback', decision: memory.check(p.key, fallback, p.cost), error: err };
                         headerRule.set(o, fallback);
@@ -401,7 +525,22 @@ function createGuard(options) {
         }
         const shadowRefused = outcomes.some((o) => o.shadow && (o.source === 'cost' || (o.decision && !o.decision.allowed)));
         // Headers in the order of the limits' configuration.
-        const ordered = all.flatMap((p) => outcomes.filter((o) => o.key === p.key && o.name === p.spec.name));
+        const ordered = all.flatMap((p) => outcomes.filter((o) => o.key === p.key && o.name === p.name));
+        if (local) {
+            // what the server said feeds the local-refusal cache
+            const t = clock();
+            for (const p of all) {
+                if (p.shadow || p.spec.waitMs !== undefined)
+                    continue;
+                const o = outcomes.find((x) => x.key === p.key && x.name === p.name);
+                if (!o || o.source !== 'redis' || !o.decision)
+                    continue;
+                if (o.decision.allowed)
+                    local.admitted(p.key);
+                else
+                    local.refused(p.key, p.cost, o.decision.retryAfterMs, t);
+            }
+        }
         const items = ordered
             .filter((o) => !o.shadow && o.decision && headerRule.has(o))
             .map((o) => ({ name: o.name, rule: headerRule.get(o), decision: o.decision }));
@@ -425,5 +564,11 @@ function createGuard(options) {
         }
         return done(200, 'allowed', ordered, headers, undefined, shadowRefused);
     }
-    return { check, options };
+    return {
+        check,
+        options,
+        close: () => leases.close(),
+        leases: () => leases.snapshot(),
+        get localRefusals() { return local?.size ?? 0; },
+    };
 }

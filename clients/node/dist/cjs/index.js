@@ -14,7 +14,7 @@ var __exportStar = (this && this.__exportStar) || function(m, exports) {
     for (var p in m) if (p !== "default" && !Object.prototype.hasOwnProperty.call(exports, p)) __createBinding(exports, m, p);
 };
 Object.defineProperty(exports, "__esModule", { value: true });
-exports.RedisRateLimitStore = exports.fastifyRateLimit = exports.expressRateLimit = exports.keys = exports.isUnknownPolicy = exports.isUnavailable = exports.createGuard = exports.UNAVAILABLE_REPLIES = exports.CircuitOpenError = exports.MemoryLimiter = exports.Networks = exports.parseAddress = exports.formatAddress = exports.clientAddress = exports.addressKey = exports.tightest = exports.sfString = exports.quota = exports.windowSeconds = exports.resetParameter = exports.nextQuotaMs = exports.emissionInterval = exports.rateLimitHeaders = exports.policyRuleArgs = exports.parsePolicyStats = exports.parsePolicyRule = exports.parsePolicyList = exports.parsePolicyInfo = exports.parsePolicyHistory = exports.PolicyRuleCache = exports.Policies = exports.ClusterPolicies = exports.optionArgs = exports.ruleArgs = exports.parsePolicyDecision = exports.parseInfo = exports.parseDecision = exports.isUnsupportedOption = exports.TimeoutError = exports.Limiter = exports.createLimiter = void 0;
+exports.RedisRateLimitStore = exports.fastifyRateLimit = exports.expressRateLimit = exports.LocalRefusals = exports.LEASABLE = exports.Leases = exports.parseLimitString = exports.keys = exports.isUnknownPolicy = exports.isUnavailable = exports.createGuard = exports.UNAVAILABLE_REPLIES = exports.CircuitOpenError = exports.MemoryLimiter = exports.Networks = exports.parseAddress = exports.formatAddress = exports.clientAddress = exports.addressKey = exports.tightest = exports.sfString = exports.quota = exports.windowSeconds = exports.resetParameter = exports.nextQuotaMs = exports.emissionInterval = exports.rateLimitHeaders = exports.policyRuleArgs = exports.parsePolicyStats = exports.parsePolicyRule = exports.parsePolicyList = exports.parsePolicyInfo = exports.parsePolicyHistory = exports.PolicyRuleCache = exports.Policies = exports.ClusterPolicies = exports.optionArgs = exports.ruleArgs = exports.parsePolicyDecision = exports.parseInfo = exports.parseDecision = exports.isUnsupportedOption = exports.TimeoutError = exports.Limiter = exports.createLimiter = void 0;
 __exportStar(require("./types.js"), exports);
 var limiter_js_1 = require("./limiter.js");
 Object.defineProperty(exports, "createLimiter", { enumerable: true, get: function () { return limiter_js_1.createLimiter; } });
@@ -60,6 +60,13 @@ Object.defineProperty(exports, "createGuard", { enumerable: true, get: function 
 Object.defineProperty(exports, "isUnavailable", { enumerable: true, get: function () { return guard_js_1.isUnavailable; } });
 Object.defineProperty(exports, "isUnknownPolicy", { enumerable: true, get: function () { return guard_js_1.isUnknownPolicy; } });
 Object.defineProperty(exports, "keys", { enumerable: true, get: function () { return guard_js_1.keys; } });
+var limits_js_1 = require("./limits.js");
+Object.defineProperty(exports, "parseLimitString", { enumerable: true, get: function () { return limits_js_1.parseLimitString; } });
+var lease_js_1 = require("./lease.js");
+Object.defineProperty(exports, "Leases", { enumerable: true, get: function () { return lease_js_1.Leases; } });
+Object.defineProperty(exports, "LEASABLE", { enumerable: true, get: function () { return lease_js_1.LEASABLE; } });
+var local_js_1 = require("./local.js");
+Object.defineProperty(exports, "LocalRefusals", { enumerable: true, get: function () { return local_js_1.LocalRefusals; } });
 var express_js_1 = require("./express.js");
 Object.defineProperty(exports, "expressRateLimit", { enumerable: true, get: function () { return express_js_1.expressRateLimit; } });
 var fastify_js_1 = require("./fastify.js");

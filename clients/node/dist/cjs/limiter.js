@@ -5,28 +5,21 @@
 //   const d = await limiter.gcra('user:42', { burst: 10, count: 5, periodMs: 1000 });
 //   if (!d.allowed) wait(d.retryAfterMs);
 Object.defineProperty(exports, "__esModule", { value: true });
-exports.Limiter = exports.TimeoutError = void 0;
+exports.Limiter = exports.withTimeout = exports.TimeoutError = void 0;
 exports.isUnsupportedOption = isUnsupportedOption;
 exports.ruleArgs = ruleArgs;
 exports.optionArgs = optionArgs;
 exports.parseDecision = parseDecision;
 exports.parsePolicyDecision = parsePolicyDecision;
 exports.parseInfo = parseInfo;
-exports.withTimeout = withTimeout;
 exports.createLimiter = createLimiter;
 const adapter_js_1 = require("./adapter.js");
 const wait_js_1 = require("./wait.js");
+const base_js_1 = require("./base.js");
 const policy_js_1 = require("./policy.js");
-/** A command did not answer within its timeout. */
-class TimeoutError extends Error {
-    timeoutMs;
-    name = 'TimeoutError';
-    constructor(timeoutMs) {
-        super(`redis-ratelimit: no reply within ${timeoutMs} ms`);
-        this.timeoutMs = timeoutMs;
-    }
-}
-exports.TimeoutError = TimeoutError;
+var base_js_2 = require("./base.js");
+Object.defineProperty(exports, "TimeoutError", { enumerable: true, get: function () { return base_js_2.TimeoutError; } });
+Object.defineProperty(exports, "withTimeout", { enumerable: true, get: function () { return base_js_2.withTimeout; } });
 /** The module (or this server) does not know an option: it answered `ERR syntax error` (or
  * refused `COST 0`). The options of "beyond yes or no" need a module that has them. */
 function isUnsupportedOption(err) {
@@ -34,27 +27,20 @@ function isUnsupportedOption(err) {
     return /^ERR (syntax error|cost must be a positive integer)/i.test(m);
 }
 const ALGORITHMS = new Set(['gcra', 'tokenbucket', 'sliding', 'fixed', 'log', 'queue']);
-function int(name, v) {
-    if (typeof v === 'bigint')
-        return v.toString();
-    if (typeof v === 'number' && Number.isSafeInteger(v))
-        return String(v);
-    throw new TypeError(`redis-ratelimit: ${name} must be an integer, got ${String(v)}`);
-}
 /** The rule's numbers after the key, e.g. GCRA 10 5 1000 -> ['10', '5', '1000']. */
 function ruleArgs(rule) {
     switch (rule.algorithm) {
         case 'gcra':
-            return [int('burst', rule.burst), int('count', rule.count), int('periodMs', rule.periodMs)];
+            return [(0, base_js_1.int)('burst', rule.burst), (0, base_js_1.int)('count', rule.count), (0, base_js_1.int)('periodMs', rule.periodMs)];
         case 'tokenbucket':
-            return [int('capacity', rule.capacity), int('refillTokens', rule.refillTokens),
-                int('refillPeriodMs', rule.refillPeriodMs)];
+            return [(0, base_js_1.int)('capacity', rule.capacity), (0, base_js_1.int)('refillTokens', rule.refillTokens),
+                (0, base_js_1.int)('refillPeriodMs', rule.refillPeriodMs)];
         case 'sliding':
         case 'fixed':
         case 'log':
-            return [int('limit', rule.limit), int('windowMs', rule.windowMs)];
+            return [(0, base_js_1.int)('limit', rule.limit), (0, base_js_1.int)('windowMs', rule.windowMs)];
         case 'queue':
-            return [int('capacity', rule.capacity), int('intervalMs', rule.intervalMs)];
+            return [(0, base_js_1.int)('capacity', rule.capacity), (0, base_js_1.int)('intervalMs', rule.intervalMs)];
         default:
             throw new TypeError(`redis-ratelimit: unknown algorithm ${rule.algorithm}`);
     }
@@ -70,16 +56,16 @@ function optionArgs(rule, o = {}) {
     if (o.refund !== undefined) {
         if (o.cost !== undefined)
             throw new TypeError('redis-ratelimit: refund replaces cost; give one of them');
-        out.push('REFUND', int('refund', o.refund));
+        out.push('REFUND', (0, base_js_1.int)('refund', o.refund));
     }
     if (o.cost !== undefined)
-        out.push('COST', int('cost', o.cost));
+        out.push('COST', (0, base_js_1.int)('cost', o.cost));
     if (o.partial)
         out.push('PARTIAL');
     if (o.reserve !== undefined)
-        out.push('RESERVE', int('reserve', o.reserve));
+        out.push('RESERVE', (0, base_js_1.int)('reserve', o.reserve));
     if (o.blockMs !== undefined)
-        out.push('BLOCK', int('blockMs', o.blockMs));
+        out.push('BLOCK', (0, base_js_1.int)('blockMs', o.blockMs));
     if ((rule.algorithm === 'fixed' || rule.algorithm === 'sliding') && rule.stagger)
         out.push('STAGGER');
     if (o.dryrun)
@@ -91,7 +77,7 @@ function optionArgs(rule, o = {}) {
 function waitProbeArgs(o) {
     const out = [];
     if (o.waitMs !== undefined)
-        out.push('WAIT', int('waitMs', o.waitMs));
+        out.push('WAIT', (0, base_js_1.int)('waitMs', o.waitMs));
     if (o.probe)
         out.push('PROBE');
     return out;
@@ -210,15 +196,6 @@ function parseInfo(reply) {
     }
     return out;
 }
-/** @internal */
-function withTimeout(p, ms) {
-    if (!ms || ms <= 0 || !Number.isFinite(ms))
-        return p;
-    return new Promise((resolve, reject) => {
-        const timer = setTimeout(() => reject(new TimeoutError(ms)), ms);
-        p.then((v) => { clearTimeout(timer); resolve(v); }, (e) => { clearTimeout(timer); reject(e); });
-    });
-}
 class Limiter {
     adapter;
     prefix;
@@ -237,7 +214,7 @@ class Limiter {
      * `waitMs` > 0: the command may block in the server that long (it carries `WAIT`): it goes
      * on a connection of its own, with a timeout of `waitMs` + `timeoutMs`. */
     async command(args, key, opts = {}) {
-        const sent = args.map((a) => (typeof a === 'string' ? a : int('argument', a)));
+        const sent = args.map((a) => (typeof a === 'string' ? a : (0, base_js_1.int)('argument', a)));
         let timeoutMs = opts.timeoutMs ?? this.timeoutMs;
         if (opts.waitMs && opts.waitMs > 0) {
             timeoutMs = timeoutMs && timeoutMs > 0 && Number.isFinite(timeoutMs) ? timeoutMs + opts.waitMs : undefined;
@@ -245,7 +222,7 @@ class Limiter {
                 return this.waiting(sent, key, timeoutMs);
         }
         const p = this.adapter.send(sent, key, opts);
-        return withTimeout(Promise.resolve(p), timeoutMs);
+        return (0, base_js_1.withTimeout)(Promise.resolve(p), timeoutMs);
     }
     waitPool;
     waitConnections;
@@ -285,8 +262,8 @@ class Limiter {
         })();
         if (limitMs === undefined)
             return run;
-        return withTimeout(run, limitMs).catch((err) => {
-            if (err instanceof TimeoutError) {
+        return (0, base_js_1.withTimeout)(run, limitMs).catch((err) => {
+            if (err instanceof base_js_1.TimeoutError) {
                 if (call.state === 'sending' && conn)
                     pool.release(conn, false);
                 call.state = 'timedout';
@@ -328,7 +305,7 @@ class Limiter {
      * the call waits in the server for a lease to be released or to expire. */
     async acquire(key, p) {
         const k = this.prefix + key;
-        const args = ['RL.ACQUIRE', k, int('limit', p.limit), int('leaseMs', p.leaseMs)];
+        const args = ['RL.ACQUIRE', k, (0, base_js_1.int)('limit', p.limit), (0, base_js_1.int)('leaseMs', p.leaseMs)];
         if (p.dryrun)
             args.push('DRYRUN');
         args.push(...waitProbeArgs(p));
@@ -343,9 +320,9 @@ class Limiter {
      * pause ends. */
     async pause(key, ms, o = {}) {
         const k = this.prefix + key;
-        const args = ['RL.PAUSE', k, int('ms', ms)];
+        const args = ['RL.PAUSE', k, (0, base_js_1.int)('ms', ms)];
         if (o.probeMs !== undefined)
-            args.push('PROBE', int('probeMs', o.probeMs));
+            args.push('PROBE', (0, base_js_1.int)('probeMs', o.probeMs));
         return num(await this.command(args, k, { timeoutMs: o.timeoutMs }));
     }
     /** `RL.RESUME key`: lifts a pause or a BLOCK penalty at once (waiters wake); true if one
@@ -362,15 +339,15 @@ class Limiter {
     /** RL.RENEW: true if the lease existed unexpired and now expires `leaseMs` from now. */
     async renew(key, token, leaseMs, o = {}) {
         const k = this.prefix + key;
-        return num(await this.command(['RL.RENEW', k, token, int('leaseMs', leaseMs)], k, o)) === 1;
+        return num(await this.command(['RL.RENEW', k, token, (0, base_js_1.int)('leaseMs', leaseMs)], k, o)) === 1;
     }
     /** CL.THROTTLE, redis-cell's command and reply (seconds). */
     async throttle(key, p) {
         const k = this.prefix + key;
-        const args = ['CL.THROTTLE', k, int('maxBurst', p.maxBurst), int('countPerPeriod', p.countPerPeriod),
-            int('periodS', p.periodS)];
+        const args = ['CL.THROTTLE', k, (0, base_js_1.int)('maxBurst', p.maxBurst), (0, base_js_1.int)('countPerPeriod', p.countPerPeriod),
+            (0, base_js_1.int)('periodS', p.periodS)];
         if (p.quantity !== undefined)
-            args.push(int('quantity', p.quantity));
+            args.push((0, base_js_1.int)('quantity', p.quantity));
         const r = expectArray(await this.command(args, k, { timeoutMs: p.timeoutMs }), 'CL.THROTTLE', 5);
         return { allowed: num(r[0]) === 0, limit: num(r[1]), remaining: num(r[2]), retryAfterS: num(r[3]), resetAfterS: num(r[4]) };
     }
@@ -388,9 +365,9 @@ class Limiter {
                 }
                 const a = ['POLICY', String(e.policy)];
                 if (e.cost !== undefined)
-                    a.push('COST', int('cost', e.cost));
+                    a.push('COST', (0, base_js_1.int)('cost', e.cost));
                 if (e.reserve !== undefined)
-                    a.push('RESERVE', int('reserve', e.reserve));
+                    a.push('RESERVE', (0, base_js_1.int)('reserve', e.reserve));
                 return a;
             }
             if (!('rule' in e))
@@ -398,9 +375,9 @@ class Limiter {
             checkRule(e.rule);
             const a = [e.rule.algorithm.toUpperCase(), ...ruleArgs(e.rule)];
             if (e.cost !== undefined)
-                a.push('COST', int('cost', e.cost));
+                a.push('COST', (0, base_js_1.int)('cost', e.cost));
             if (e.reserve !== undefined)
-                a.push('RESERVE', int('reserve', e.reserve));
+                a.push('RESERVE', (0, base_js_1.int)('reserve', e.reserve));
             if ((e.rule.algorithm === 'fixed' || e.rule.algorithm === 'sliding') && e.rule.stagger)
                 a.push('STAGGER');
             return a;
@@ -426,16 +403,16 @@ class Limiter {
         if (o.refund !== undefined) {
             if (o.cost !== undefined)
                 throw new TypeError('redis-ratelimit: refund replaces cost; give one of them');
-            args.push('REFUND', int('refund', o.refund));
+            args.push('REFUND', (0, base_js_1.int)('refund', o.refund));
         }
         if (o.cost !== undefined)
-            args.push('COST', int('cost', o.cost));
+            args.push('COST', (0, base_js_1.int)('cost', o.cost));
         if (o.dryrun)
             args.push('DRYRUN');
         if (o.partial)
             args.push('PARTIAL');
         if (o.reserve !== undefined)
-            args.push('RESERVE', int('reserve', o.reserve));
+            args.push('RESERVE', (0, base_js_1.int)('reserve', o.reserve));
         args.push(...waitProbeArgs(o));
         const reply = await this.command(args, k, { timeoutMs: o.timeoutMs, waitMs: waitOf(o) });
         return parsePolicyDecision(reply, 'RL.ALLOW', !!o.partial, { probe: !!o.probe, wait: o.waitMs !== undefined });
@@ -475,7 +452,7 @@ class Limiter {
     async clock(sub, ms) {
         const args = ['RL.CLOCK', sub];
         if (ms !== undefined)
-            args.push(int('ms', ms));
+            args.push((0, base_js_1.int)('ms', ms));
         const r = await this.command(args);
         return typeof r === 'number' ? r : String(str(r));
     }

@@ -1,4 +1,4 @@
-import { type Limiter } from './limiter.js';
+import { type CommandSender as Limiter } from './base.js';
 import type { ClusterPolicy, NodeAnswers, PolicyInfo, PolicyMode, PolicyRule, PolicyStats, PolicySummary, PolicyVersion, Rule } from './types.js';
 /** A policy's rule as `RL.POLICY SET`'s arguments: a rule object (with `stagger`,
  * `blockMs`), or the module's text as is (`"GCRA 10 1 1000"`, `"FIXED 10 60000 BLOCK 900000"`). */

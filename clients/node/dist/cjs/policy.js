@@ -16,14 +16,7 @@ exports.parsePolicyInfo = parsePolicyInfo;
 exports.parsePolicyList = parsePolicyList;
 exports.parsePolicyHistory = parsePolicyHistory;
 exports.parsePolicyStats = parsePolicyStats;
-const limiter_js_1 = require("./limiter.js");
-function int(name, v) {
-    if (typeof v === 'bigint')
-        return v.toString();
-    if (typeof v === 'number' && Number.isSafeInteger(v))
-        return String(v);
-    throw new TypeError(`redis-ratelimit: ${name} must be an integer, got ${String(v)}`);
-}
+const base_js_1 = require("./base.js");
 /** A policy's rule as `RL.POLICY SET`'s arguments: a rule object (with `stagger`,
  * `blockMs`), or the module's text as is (`"GCRA 10 1 1000"`, `"FIXED 10 60000 BLOCK 900000"`). */
 function policyRuleArgs(rule) {
@@ -38,21 +31,21 @@ function policyRuleArgs(rule) {
     const out = [];
     switch (rule.algorithm) {
         case 'gcra':
-            out.push('GCRA', int('burst', rule.burst), int('count', rule.count), int('periodMs', rule.periodMs));
+            out.push('GCRA', (0, base_js_1.int)('burst', rule.burst), (0, base_js_1.int)('count', rule.count), (0, base_js_1.int)('periodMs', rule.periodMs));
             break;
         case 'tokenbucket':
-            out.push('TOKENBUCKET', int('capacity', rule.capacity), int('refillTokens', rule.refillTokens), int('refillPeriodMs', rule.refillPeriodMs));
+            out.push('TOKENBUCKET', (0, base_js_1.int)('capacity', rule.capacity), (0, base_js_1.int)('refillTokens', rule.refillTokens), (0, base_js_1.int)('refillPeriodMs', rule.refillPeriodMs));
             break;
         case 'sliding':
         case 'fixed':
         case 'log':
-            out.push(rule.algorithm.toUpperCase(), int('limit', rule.limit), int('windowMs', rule.windowMs));
+            out.push(rule.algorithm.toUpperCase(), (0, base_js_1.int)('limit', rule.limit), (0, base_js_1.int)('windowMs', rule.windowMs));
             break;
         case 'queue':
-            out.push('QUEUE', int('capacity', rule.capacity), int('intervalMs', rule.intervalMs));
+            out.push('QUEUE', (0, base_js_1.int)('capacity', rule.capacity), (0, base_js_1.int)('intervalMs', rule.intervalMs));
             break;
         case 'concurrency':
-            out.push('CONCURRENCY', int('limit', rule.limit), int('leaseMs', rule.leaseMs));
+            out.push('CONCURRENCY', (0, base_js_1.int)('limit', rule.limit), (0, base_js_1.int)('leaseMs', rule.leaseMs));
             break;
         default:
             throw new TypeError(`redis-ratelimit: unknown algorithm ${String(rule.algorithm)}`);
@@ -60,7 +53,7 @@ function policyRuleArgs(rule) {
     if ((rule.algorithm === 'sliding' || rule.algorithm === 'fixed') && rule.stagger)
         out.push('STAGGER');
     if (rule.blockMs !== undefined)
-        out.push('BLOCK', int('blockMs', rule.blockMs));
+        out.push('BLOCK', (0, base_js_1.int)('blockMs', rule.blockMs));
     return out;
 }
 /** The module's text of a policy rule (`"SLIDING 10 60000 STAGGER BLOCK 5000"`) as a rule
@@ -209,7 +202,7 @@ function setArgs(name, rule, o) {
     if (o.shadow)
         args.push('SHADOW');
     if (o.rollout !== undefined && o.rollout !== null)
-        args.push('ROLLOUT', int('rollout', o.rollout));
+        args.push('ROLLOUT', (0, base_js_1.int)('rollout', o.rollout));
     return args;
 }
 /** `RL.POLICY` on one server: the plain replies, typed. (On a cluster use
@@ -230,7 +223,7 @@ class Policies {
     /** `RL.POLICY ROLLOUT`: the candidate's share (100: it becomes current). Returns the
      * candidate's version. */
     async rollout(name, percent, o = {}) {
-        return num(await this.run(['ROLLOUT', name, int('percent', percent)], o));
+        return num(await this.run(['ROLLOUT', name, (0, base_js_1.int)('percent', percent)], o));
     }
     /** `RL.POLICY ROLLBACK`: drops the candidate, or makes the previous version current again
      * (as a new version). Returns the current version. */
@@ -277,7 +270,7 @@ class ClusterPolicies {
         if (!nodes.length)
             throw new Error('redis-ratelimit: the cluster client knows no primary (not connected yet?)');
         const ms = o.timeoutMs ?? this.limiter.timeoutMs;
-        const settled = await Promise.allSettled(nodes.map(async (n) => parse(await (0, limiter_js_1.withTimeout)(n.send(['RL.POLICY', ...args]), ms))));
+        const settled = await Promise.allSettled(nodes.map(async (n) => parse(await (0, base_js_1.withTimeout)(n.send(['RL.POLICY', ...args]), ms))));
         const out = {};
         let ok = true;
         settled.forEach((s, i) => {
@@ -304,7 +297,7 @@ class ClusterPolicies {
         return this.each(setArgs(name, rule, o), num, o);
     }
     rollout(name, percent, o = {}) {
-        return this.each(['ROLLOUT', name, int('percent', percent)], num, o);
+        return this.each(['ROLLOUT', name, (0, base_js_1.int)('percent', percent)], num, o);
     }
     rollback(name, o = {}) {
         return this.each(['ROLLBACK', name], num, o);

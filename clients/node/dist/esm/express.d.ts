@@ -1,4 +1,4 @@
-import { type GuardOptions, type RequestContext, type RouteOverride } from './guard.js';
+import { type Guard, type GuardOptions, type RequestContext, type RouteOverride } from './guard.js';
 interface Req {
     method: string;
     url: string;
@@ -22,5 +22,10 @@ export interface ExpressOptions extends GuardOptions {
     route?: (req: any) => RouteOverride | false | undefined;
 }
 export declare function pathOf(url: string | undefined): string;
-export declare function expressRateLimit(options: ExpressOptions): (req: Req, res: Res, next: Next) => void;
+/** The middleware, with `close()` (gives back the leases it holds) and its `guard`. */
+export type ExpressMiddleware = ((req: Req, res: Res, next: Next) => void) & {
+    close(): Promise<void>;
+    guard: Guard;
+};
+export declare function expressRateLimit(options: ExpressOptions): ExpressMiddleware;
 export {};

@@ -11,7 +11,7 @@ export function pathOf(url) {
 }
 export function expressRateLimit(options) {
     const guard = createGuard(options);
-    return function rateLimit(req, res, next) {
+    const rateLimit = function rateLimit(req, res, next) {
         guard.check({
             req,
             method: req.method,
@@ -39,4 +39,7 @@ export function expressRateLimit(options) {
             res.end(JSON.stringify(r.body));
         }, next);
     };
+    rateLimit.close = () => guard.close();
+    rateLimit.guard = guard;
+    return rateLimit;
 }

@@ -1,4 +1,6 @@
 import { type Limiter } from './limiter.js';
+import { type LeaseOptions, type LeaseState } from './lease.js';
+import { type StringAlgorithm } from './limits.js';
 import { MemoryLimiter } from './memory.js';
 import type { Decision, PolicyMode, Rule } from './types.js';
 /** Request headers as Node gives them (lower-case names). */
@@ -20,19 +22,41 @@ type Awaitable<T> = T | Promise<T>;
 /** Returns the identity this limit counts the request under (e.g. a user id), or null /
  * undefined when the limit does not apply to this request. */
 export type KeyFunction = (ctx: RequestContext) => Awaitable<string | number | null | undefined>;
+/** A rule, a limit string (`'10/second; 1000/day'`), or a function of the request giving
+ * one (a limit computed per request, e.g. from the caller's plan). */
+export type RuleSpec = Rule | string | ((ctx: RequestContext) => Awaitable<Rule | string>);
 export interface LimitSpec {
-    /** The policy name: in the headers and in the Redis key. */
+    /** The policy name: in the headers and in the Redis key. A limit string of several items
+     * makes limits named `<name>-1`, `<name>-2`, ... */
     name: string;
-    /** The rule's numbers; or give `policy` instead. */
-    rule?: Rule;
+    /** The rule's numbers, a limit string (`'10/second'`, `'10 per minute'`,
+     * `'100/5 minutes'`, `'10/second; 1000/day'`: see `algorithm`), or a function of the
+     * request returning either; or give `policy` instead. */
+    rule?: RuleSpec;
+    /** The algorithm of a limit string's rules: `'sliding'` (default), `'fixed'`, or `'gcra'`
+     * (burst = count). */
+    algorithm?: StringAlgorithm;
     /** The name of a policy stored in the server (`RL.POLICY SET`) instead of `rule`: sent as
      * `POLICY name [COST n]` in the request's RL.ALL (alone: `RL.ALLOW key name`), so the
      * numbers change without a deploy. The headers take the rule from `RL.POLICY GET`,
      * cached per limiter (`policyRefreshMs`). Not a CONCURRENCY policy; the policy sets its
      * own BLOCK (no `blockMs` here). An unknown policy takes the failure path. */
     policy?: string;
-    /** Who is counted (see `keys`). */
-    key: KeyFunction;
+    /** Who is counted (see `keys`; default `keys.ip()`). */
+    key?: KeyFunction;
+    /** Identities (exact) this limit never applies to: no command, no header item. */
+    allow?: Iterable<string | number>;
+    /** Identities (exact) refused at once with 403 (no Redis call for any limit of the
+     * request, no rate-limit headers, a problem body naming this limit). */
+    deny?: Iterable<string | number>;
+    /** Leased allowance (GCRA, TOKENBUCKET and FIXED rules; not with `policy`, `blockMs`,
+     * `waitMs` or `shadow`): this process claims `chunk` units at once (`COST chunk PARTIAL`),
+     * admits from them without a Redis call, and gives back the unused ones (`REFUND`) when
+     * the lease lapses (`ttlMs`, default 1000), on `close()`, or when the rule changes. All
+     * processes together never admit more than the rule; a caller can be refused early, by at
+     * most (processes - 1) * chunk units, for at most `ttlMs`. `adaptive`: the chunk follows
+     * the rate this process sees (never above `chunk`). */
+    lease?: LeaseOptions;
     /** Units this request spends (default 1). */
     cost?: number | ((ctx: RequestContext) => Awaitable<number>);
     /** Redis unreachable or too slow: true (default) lets the request through as far as this
@@ -81,8 +105,11 @@ export interface LimitOutcome {
      * (the Python package's names; formerly failed-open / failed-closed, see the README's
      * "Changes");
      * cost: the request's cost is above the limit's limit, refused without asking Redis (no
-     * `decision`). */
-    source: 'redis' | 'fallback' | 'fail-open' | 'fail-closed' | 'cost';
+     * `decision`); lease: admitted from this process's lease without a Redis call (`decision`:
+     * the last claim's reply with the units left); local: refused from the local-refusal cache
+     * without a Redis call (`localRefusals`); deny: the identity is in the limit's `deny` list
+     * (403, no `decision`). */
+    source: 'redis' | 'fallback' | 'fail-open' | 'fail-closed' | 'cost' | 'lease' | 'local' | 'deny';
     decision?: Decision;
     /** A `policy` limit: the policy, and the version that decided (from the rules cached for
      * the headers; undefined when unknown). */
@@ -102,8 +129,9 @@ export interface LimitOutcome {
 }
 export interface DecisionEvent {
     ctx: RequestContext;
-    /** What the client got: allowed (passed), refused (429), unavailable (503), exempt. */
-    outcome: 'allowed' | 'refused' | 'unavailable' | 'exempt';
+    /** What the client got: allowed (passed), refused (429), denied (403: a `deny` list),
+     * unavailable (503), exempt. */
+    outcome: 'allowed' | 'refused' | 'denied' | 'unavailable' | 'exempt';
     /** A shadow limit would have refused this request. */
     shadowRefused: boolean;
     limits: LimitOutcome[];
@@ -181,13 +209,26 @@ export interface GuardOptions {
     policyRefreshMs?: number;
     /** The in-memory limiter used by `fallback` limits (default: a new one). */
     memory?: MemoryLimiter;
+    /** After the server refused a (limit, identity) with `retry_after_ms` R > 0, refuse its
+     * requests of at least that cost here, without a Redis call, until R has passed (on
+     * `clockMs`). `true`: at most 10000 entries; `{ maxKeys }`: at most that many (when full,
+     * the entry that ends soonest goes). Not for shadow limits nor `waitMs` limits. Default off. */
+    localRefusals?: boolean | {
+        maxKeys?: number;
+    };
+    /** The clock of leases and local refusals, integer ms (default Date.now). Tests pass one
+     * that reads the module's test clock. */
+    clockMs?: () => number;
+    /** Give back a lapsed lease from a timer (unref'd) as well as on its key's next request
+     * (default true). */
+    leaseTimers?: boolean;
     logger?: {
         warn(msg: string): void;
         error(msg: string): void;
     };
 }
 export interface GuardResult {
-    status: 200 | 429 | 503;
+    status: 200 | 403 | 429 | 503;
     headers: Record<string, string>;
     /** Admitted by a QUEUE limit that scheduled it later: wait this many ms, then proceed
      * (the Express middleware and the Fastify hook do). 0 otherwise. */
@@ -219,6 +260,13 @@ export interface Guard {
     /** Decides one request. `route` adds or replaces limits (a framework's per-route config). */
     check(ctx: Omit<RequestContext, 'ip'>, route?: RouteOverride | false): Promise<GuardResult>;
     readonly options: GuardOptions;
+    /** Gives back every lease this guard holds (`REFUND`); resolves when done. Later requests
+     * of leased limits are checked one command each (no new lease). */
+    close(): Promise<void>;
+    /** The leases held now (for tests and metrics). */
+    leases(): LeaseState[];
+    /** Entries in the local-refusal cache now. */
+    readonly localRefusals: number;
 }
 export declare function createGuard(options: GuardOptions): Guard;
 export {};

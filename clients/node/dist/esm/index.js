@@ -5,6 +5,9 @@ export { rateLimitHeaders, emissionInterval, nextQuotaMs, resetParameter, window
 export { addressKey, clientAddress, formatAddress, parseAddress, Networks } from './ip.js';
 export { MemoryLimiter } from './memory.js';
 export { CircuitOpenError, UNAVAILABLE_REPLIES, createGuard, isUnavailable, isUnknownPolicy, keys } from './guard.js';
+export { parseLimitString } from './limits.js';
+export { Leases, LEASABLE } from './lease.js';
+export { LocalRefusals } from './local.js';
 export { expressRateLimit } from './express.js';
 export { fastifyRateLimit } from './fastify.js';
 export { RedisRateLimitStore } from './store.js';

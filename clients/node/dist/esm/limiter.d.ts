@@ -15,12 +15,7 @@ export interface LimiterOptions {
      * connection per node it uses). Closed by `close()`. */
     waitConnections?: number;
 }
-/** A command did not answer within its timeout. */
-export declare class TimeoutError extends Error {
-    readonly timeoutMs: number;
-    readonly name = "TimeoutError";
-    constructor(timeoutMs: number);
-}
+export { TimeoutError, withTimeout } from './base.js';
 /** The module (or this server) does not know an option: it answered `ERR syntax error` (or
  * refused `COST 0`). The options of "beyond yes or no" need a module that has them. */
 export declare function isUnsupportedOption(err: unknown): boolean;
@@ -49,8 +44,6 @@ export declare function parsePolicyDecision(reply: unknown, what: string, partia
 }): Decision;
 /** RL.INFO's pairs (an array, a Map or an object: RESP2 or RESP3) into an Info. */
 export declare function parseInfo(reply: unknown): Info | null;
-/** @internal */
-export declare function withTimeout<T>(p: Promise<T>, ms: number | undefined): Promise<T>;
 type Named<R extends Rule> = Omit<R, 'algorithm'>;
 export declare class Limiter {
     readonly adapter: Adapter;
@@ -170,4 +163,3 @@ export declare class Limiter {
 /** A limiter over an ioredis client (Redis or Cluster), a node-redis client (createClient or
  * createCluster), or any `{ send(args, key) }`. */
 export declare function createLimiter(client: unknown, options?: LimiterOptions): Limiter;
-export {};

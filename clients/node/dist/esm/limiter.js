@@ -5,16 +5,9 @@
 //   if (!d.allowed) wait(d.retryAfterMs);
 import { createAdapter } from './adapter.js';
 import { WaitPool } from './wait.js';
+import { TimeoutError, int, withTimeout } from './base.js';
 import { ClusterPolicies, Policies, PolicyRuleCache } from './policy.js';
-/** A command did not answer within its timeout. */
-export class TimeoutError extends Error {
-    timeoutMs;
-    name = 'TimeoutError';
-    constructor(timeoutMs) {
-        super(`redis-ratelimit: no reply within ${timeoutMs} ms`);
-        this.timeoutMs = timeoutMs;
-    }
-}
+export { TimeoutError, withTimeout } from './base.js';
 /** The module (or this server) does not know an option: it answered `ERR syntax error` (or
  * refused `COST 0`). The options of "beyond yes or no" need a module that has them. */
 export function isUnsupportedOption(err) {
@@ -22,13 +15,6 @@ export function isUnsupportedOption(err) {
     return /^ERR (syntax error|cost must be a positive integer)/i.test(m);
 }
 const ALGORITHMS = new Set(['gcra', 'tokenbucket', 'sliding', 'fixed', 'log', 'queue']);
-function int(name, v) {
-    if (typeof v === 'bigint')
-        return v.toString();
-    if (typeof v === 'number' && Number.isSafeInteger(v))
-        return String(v);
-    throw new TypeError(`redis-ratelimit: ${name} must be an integer, got ${String(v)}`);
-}
 /** The rule's numbers after the key, e.g. GCRA 10 5 1000 -> ['10', '5', '1000']. */
 export function ruleArgs(rule) {
     switch (rule.algorithm) {
@@ -197,15 +183,6 @@ export function parseInfo(reply) {
         }
     }
     return out;
-}
-/** @internal */
-export function withTimeout(p, ms) {
-    if (!ms || ms <= 0 || !Number.isFinite(ms))
-        return p;
-    return new Promise((resolve, reject) => {
-        const timer = setTimeout(() => reject(new TimeoutError(ms)), ms);
-        p.then((v) => { clearTimeout(timer); resolve(v); }, (e) => { clearTimeout(timer); reject(e); });
-    });
 }
 export class Limiter {
     adapter;

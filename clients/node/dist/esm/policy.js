@@ -6,14 +6,7 @@
 //   await limiter.policies.set('api', 'GCRA 20 20 60000', { rollout: 10 });   // a candidate for 10% of keys
 //   const d = await limiter.allow('rl:{t42}:api', 'api');
 //   const list = await limiter.clusterPolicies.list();        // on a cluster: drift per policy
-import { withTimeout } from './limiter.js';
-function int(name, v) {
-    if (typeof v === 'bigint')
-        return v.toString();
-    if (typeof v === 'number' && Number.isSafeInteger(v))
-        return String(v);
-    throw new TypeError(`redis-ratelimit: ${name} must be an integer, got ${String(v)}`);
-}
+import { int, withTimeout } from './base.js';
 /** A policy's rule as `RL.POLICY SET`'s arguments: a rule object (with `stagger`,
  * `blockMs`), or the module's text as is (`"GCRA 10 1 1000"`, `"FIXED 10 60000 BLOCK 900000"`). */
 export function policyRuleArgs(rule) {

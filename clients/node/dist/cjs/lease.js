@@ -1,0 +1,196 @@
+"use strict";
+// Leased allowance: a process claims a chunk of a limit's allowance with one command
+// (`COST chunk PARTIAL`), admits its requests from it locally, and gives back what it did not
+// use (`REFUND units`) when the lease lapses (its ttl), when the process closes, or when the
+// limit's rule changes. The server counts a chunk as spent when it is claimed, so all
+// processes together never admit more than the rule allows; a caller can be refused early
+// while other processes hold unspent units: at most (processes - 1) * chunk units, for at
+// most ttl_ms.
+//
+// The rules are the conformance spec's ("Leased allowance"): for a request of cost c,
+//  1. a lease whose expiry has come lapses first (its units refunded when >= 1), then is gone;
+//     a FIXED lease whose window has ended is dropped without a refund;
+//  2. units >= c: admitted locally, no Redis call;
+//  3. else the process claims max(chunk, c - units) with PARTIAL, adds what was granted (a
+//     grant >= 1 starts a new ttl: now + ttl, FIXED now + min(ttl, reset_after_ms)), then
+//     admits from the units if they suffice, else refuses with that reply.
+Object.defineProperty(exports, "__esModule", { value: true });
+exports.Leases = exports.LEASABLE = void 0;
+const limiter_js_1 = require("./limiter.js");
+/** The algorithms a lease can be taken on: their refunds give back exactly what a claim took. */
+exports.LEASABLE = new Set(['gcra', 'tokenbucket', 'fixed']);
+const sigOf = (rule) => `${rule.algorithm} ${(0, limiter_js_1.ruleArgs)(rule).join(' ')}`;
+/** The leases of one process (one middleware instance), per (limit, identity) key. */
+class Leases {
+    o;
+    leases = new Map();
+    chunks = new Map();
+    locks = new Map();
+    closed = false;
+    constructor(o) {
+        this.o = o;
+    }
+    /** The leases held now. */
+    snapshot() {
+        return [...this.leases.values()].map((l) => ({ key: l.key, units: l.units, expiresAtMs: l.expiresAt,
+            nextChunk: this.chunks.get(l.key) ?? 0 }));
+    }
+    /** Runs fn after every earlier call on `key` (one claim at a time per key). */
+    locked(key, fn) {
+        const before = this.locks.get(key) ?? Promise.resolve();
+        const run = before.then(fn, fn);
+        const tail = run.catch(() => { });
+        this.locks.set(key, tail);
+        tail.then(() => { if (this.locks.get(key) === tail)
+            this.locks.delete(key); });
+        return run;
+    }
+    /** Decides a request of `cost` on `key` under `rule` with `lease`. Redis errors propagate
+     * (the caller takes the limit's failure path). */
+    take(key, rule, cost, lease) {
+        return this.locked(key, () => this.takeNow(key, rule, cost, lease));
+    }
+    async takeNow(key, rule, cost, opts) {
+        if (this.closed) {
+            // closed: no new lease (nothing would give it back); each request is its own command
+            const d = await this.o.limiter.check(key, rule, { cost, timeoutMs: this.o.timeoutMs });
+            return { admitted: d.allowed, local: false, decision: d, reply: d };
+        }
+        const now = this.o.clockMs();
+        const sig = sigOf(rule);
+        let l = this.leases.get(key);
+        // the rule changed (a limit computed per request): give back under the old rule
+        if (l && l.sig !== sig) {
+            await this.giveBack(l, now);
+            l = undefined;
+        }
+        // 1. lapse
+        if (l && l.expiresAt <= now) {
+            await this.giveBack(l, now);
+            l = undefined;
+        }
+        // 2. local
+        if (l && l.units >= cost) {
+            l.units -= cost;
+            return { admitted: true, local: true, decision: this.view(l, now, true) };
+        }
+        // 3. claim
+        const ttl = opts.ttlMs ?? 1000;
+        const chunk = opts.adaptive ? (this.chunks.get(key) ?? opts.chunk) : opts.chunk;
+        const held = l?.units ?? 0;
+        const want = Math.max(chunk, cost - held);
+        const reply = await this.o.limiter.check(key, rule, { cost: want, partial: true, timeoutMs: this.o.timeoutMs });
+        const granted = reply.granted ?? 0;
+        if (!l) {
+            l = { key, rule, sig, units: 0, expiresAt: now, claimedAt: now, granted: 0, opts };
+            this.leases.set(key, l);
+        }
+        // adaptive: a claim while the lease still runs means its units went faster than the
+        // ttl: the next chunk doubles (up to the configured one)
+        if (opts.adaptive && l.expiresAt > now && l.granted > 0)
+            this.setChunk(key, Math.min(opts.chunk, chunk * 2), opts.chunk);
+        l.units += granted;
+        l.reply = reply;
+        l.claimedAt = now;
+        if (granted >= 1) {
+            const fixed = rule.algorithm === 'fixed';
+            l.expiresAt = now + (fixed ? Math.min(ttl, reply.resetAfterMs) : ttl);
+            l.windowEnd = fixed ? now + reply.resetAfterMs : undefined;
+            l.granted = granted;
+            this.arm(l);
+        }
+        if (l.units >= cost) {
+            l.units -= cost;
+            return { admitted: true, local: false, decision: this.view(l, now, true), reply };
+        }
+        if (l.units === 0 && granted === 0)
+            this.drop(l);
+        return { admitted: false, local: false, decision: this.view(l, now, false), reply };
+    }
+    // The adaptive chunks that differ from the configured one (at most 10000 keys: the
+    // oldest go first, and start again from the configured chunk).
+    setChunk(key, next, max) {
+        this.chunks.delete(key);
+        if (next >= max)
+            return;
+        this.chunks.set(key, next);
+        if (this.chunks.size > 10000)
+            this.chunks.delete(this.chunks.keys().next().value);
+    }
+    /** The headers' decision: the last claim's reply with the units left. */
+    view(l, now, admitted) {
+        const r = l.reply;
+        const since = Math.max(0, now - l.claimedAt);
+        return {
+            allowed: admitted,
+            limit: r.limit,
+            remaining: Math.min(r.limit, r.remaining + l.units),
+            // refused with the claim granting some units (fewer than the cost): not a refusal by
+            // the module, so it says no time; the request can be retried at once with the units
+            // held plus the next claim's
+            retryAfterMs: admitted ? 0 : Math.max(1, r.retryAfterMs - since),
+            resetAfterMs: Math.max(0, r.resetAfterMs - since),
+        };
+    }
+    drop(l) {
+        if (l.timer)
+            clearTimeout(l.timer);
+        if (this.leases.get(l.key) === l)
+            this.leases.delete(l.key);
+    }
+    /** Gives back a lease's units (when >= 1 and still in its window), then forgets it. */
+    async giveBack(l, now) {
+        this.drop(l);
+        const units = l.units;
+        l.units = 0;
+        // adaptive: units left unused at the lapse: the next chunk is about what was used
+        if (l.opts.adaptive && units > 0) {
+            const cur = this.chunks.get(l.key) ?? l.opts.chunk;
+            this.setChunk(l.key, Math.max(1, Math.min(cur, l.granted - units)), l.opts.chunk);
+        }
+        if (units < 1)
+            return;
+        if (l.windowEnd !== undefined && now >= l.windowEnd)
+            return; // FIXED: that window is over
+        try {
+            await this.o.limiter.check(l.key, l.rule, { refund: units, timeoutMs: this.o.timeoutMs });
+        }
+        catch (err) {
+            this.o.onError?.(err, l.key);
+        }
+    }
+    // A timer gives back a lapsed lease without waiting for the next request on its key (on
+    // the package clock: when it fires early for that clock it is armed again).
+    arm(l) {
+        if (this.o.timers === false)
+            return;
+        if (l.timer)
+            clearTimeout(l.timer);
+        const delay = Math.max(1, l.expiresAt - this.o.clockMs());
+        const t = setTimeout(() => {
+            l.timer = undefined;
+            void this.locked(l.key, async () => {
+                if (this.leases.get(l.key) !== l)
+                    return;
+                const now = this.o.clockMs();
+                if (l.expiresAt <= now)
+                    await this.giveBack(l, now);
+                else
+                    this.arm(l);
+            });
+        }, Math.min(delay, 2 ** 31 - 1));
+        t.unref?.();
+        l.timer = t;
+    }
+    /** Gives back every lease (in parallel) and refuses later requests. */
+    async close() {
+        this.closed = true;
+        // a claim already under way when close() began may still add a lease: loop
+        while (this.leases.size) {
+            const all = [...this.leases.values()];
+            await Promise.all(all.map((l) => this.locked(l.key, () => (this.leases.get(l.key) === l
+                ? this.giveBack(l, this.o.clockMs()) : Promise.resolve()))));
+        }
+    }
+}
+exports.Leases = Leases;
