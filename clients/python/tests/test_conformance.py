@@ -20,8 +20,8 @@ import pytest
 import redis
 
 from conftest import ROOT
-from redis_ratelimit import (AsyncRateLimiter, Config, Limit, Policy, RateLimiter, Request,
-                             Route, Rule, connect, connect_async)
+from redis_ratelimit import (AsyncRateLimiter, Config, Lease, Limit, Policy, RateLimiter,
+                             Request, Route, Rule, connect, connect_async)
 
 CASES_DIR = ROOT / "clients" / "conformance" / "cases"
 FRAMEWORKS = ["flask", "fastapi"]
@@ -87,14 +87,26 @@ def cost_of(spec: Any):
 
 
 def limit_of(spec: Dict[str, Any]) -> Limit:
-    rule = Policy(spec["policy"]) if "policy" in spec else rule_of(spec["rule"])
+    if "policy" in spec:
+        rule: Any = Policy(spec["policy"])
+    elif isinstance(spec["rule"], str):
+        rule = spec["rule"]  # a limit string
+    else:
+        rule = rule_of(spec["rule"])
+    kw: Dict[str, Any] = {}
+    if "lease" in spec:
+        ls = spec["lease"]
+        kw["lease"] = Lease(ls["chunk"], ls.get("ttl_ms", 1000), ls.get("adaptive", False))
+    if "algorithm" in spec:
+        kw["algorithm"] = spec["algorithm"]
     return Limit(spec["name"], rule, header_fn(spec["key"]["header"]),
                  fail_open=spec.get("fail_open", True), shadow=spec.get("shadow"),
                  cost=cost_of(spec.get("cost")), block_ms=spec.get("block_ms"),
-                 wait_ms=spec.get("wait_ms"))
+                 wait_ms=spec.get("wait_ms"), allow=spec.get("allow", ()),
+                 deny=spec.get("deny", ()), **kw)
 
 
-def config_of(spec: Dict[str, Any]) -> Config:
+def config_of(spec: Dict[str, Any], clock_ms: Any = None) -> Config:
     routes = []
     for r in spec.get("routes", []):
         lims = r["limits"]
@@ -107,6 +119,12 @@ def config_of(spec: Dict[str, Any]) -> Config:
         kw["legacy_headers"] = spec["legacy_headers"]
     if "shadow" in spec:
         kw["shadow"] = spec["shadow"]
+    if "local_refusals" in spec:
+        lr = spec["local_refusals"]
+        kw["local_refusals"] = lr["max_keys"] if isinstance(lr, dict) else lr
+    if clock_ms is not None:
+        kw["clock_ms"] = clock_ms  # the package clock: the case's test clock
+    kw["lease_sweep_ms"] = 0  # lapsed leases are given back on the next request or close
     return Config(limits=[limit_of(x) for x in spec.get("limits", [])], routes=routes,
                   exempt=list(spec.get("exempt", [])), **kw)
 
@@ -131,11 +149,11 @@ def flask_app(redis_url: str, cfg: Config, mount: str) -> Any:
         return app
 
     app = ok_app("limited")
-    app.wsgi_app = RateLimitMiddleware(app.wsgi_app, redis=connect(redis_url, 1.0),  # type: ignore
-                                       config=cfg)
+    mw = RateLimitMiddleware(app.wsgi_app, redis=connect(redis_url, 1.0), config=cfg)
+    app.wsgi_app = mw  # type: ignore
     if not mount:
-        return app
-    return DispatcherMiddleware(ok_app("outside"), {mount: app})
+        return app, mw
+    return DispatcherMiddleware(ok_app("outside"), {mount: app}), mw
 
 
 def fastapi_app(redis_url: str, cfg: Config, mount: str) -> Any:
@@ -154,12 +172,13 @@ def fastapi_app(redis_url: str, cfg: Config, mount: str) -> Any:
         return PlainTextResponse("ok")
 
     app = FastAPI()
-    app.add_middleware(RateLimitMiddleware, redis=connect_async(redis_url, 1.0), config=cfg)
     app.add_api_route("/{path:path}", fastapi_ok, methods=METHODS)
+    # the middleware wraps the app (as add_middleware does), kept to close it
+    mw = RateLimitMiddleware(app, redis=connect_async(redis_url, 1.0), config=cfg)
     if not mount:
-        return app
-    return Starlette(routes=[Mount(mount, app=app),
-                             SRoute("/{path:path}", ok, methods=METHODS)])
+        return mw, mw
+    return Starlette(routes=[Mount(mount, app=mw),
+                             SRoute("/{path:path}", ok, methods=METHODS)]), mw
 
 
 # ---------------------------------------------------------------- running a case
@@ -280,15 +299,25 @@ def test_conformance(case, framework, r, redis_port, serve_wsgi, serve_asgi, htt
     r.flushdb()
     r.execute_command("RL.CLOCK", "SET", case["clock_ms"])
     reset_policies(r, case.get("policies", []))
-    cfg = config_of(case["config"])
+    r.execute_command("CONFIG", "RESETSTAT")
+    clock = [case["clock_ms"]]  # the package clock: the case's test clock
+    cfg = config_of(case["config"], lambda: clock[0])
     mount = case.get("mount", "")
-    needs_http = any("request" in s for s in case["steps"])
-    base = ""
-    if needs_http:
-        if framework == "flask":
-            base = serve_wsgi(flask_app(url, cfg, mount)).url
-        else:
-            base = serve_asgi(fastapi_app(url, cfg, mount)).url
+    # processes: each its own app and middleware, same config, built on first use
+    procs: Dict[str, Tuple[str, Any]] = {}
+    closed: set = set()
+
+    def base_of(step: Dict[str, Any], where: str) -> str:
+        name = step.get("process", "p1")
+        assert name not in closed, f"{where}: process {name} was closed"
+        if name not in procs:
+            if framework == "flask":
+                app, mw = flask_app(url, cfg, mount)
+                procs[name] = (serve_wsgi(app).url, mw)
+            else:
+                app, mw = fastapi_app(url, cfg, mount)
+                procs[name] = (serve_asgi(app).url, mw)
+        return procs[name][0]
     is_async = framework == "fastapi"  # API steps: the sync client with Flask, asyncio with FastAPI
     sync_client = redis.Redis(port=redis_port)
     api = RateLimiter(sync_client)
@@ -296,7 +325,7 @@ def test_conformance(case, framework, r, redis_port, serve_wsgi, serve_asgi, htt
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=8)
     pending: Dict[str, Tuple[float, Any]] = {}
 
-    def send(req: Dict[str, Any]) -> Tuple[Any, float]:
+    def send(base: str, req: Dict[str, Any]) -> Tuple[Any, float]:
         import httpx
 
         with httpx.Client(timeout=30) as own:
@@ -317,6 +346,17 @@ def test_conformance(case, framework, r, redis_port, serve_wsgi, serve_asgi, htt
             where = f"{case['name']} [{framework}] step {i}"
             if "advance_ms" in step:
                 r.execute_command("RL.CLOCK", "ADVANCE", step["advance_ms"])
+                clock[0] += step["advance_ms"]
+                continue
+            if "rl_calls" in step:
+                got = rl_calls(r)
+                assert got == step["rl_calls"], f"{where}: {got} module calls, not {step['rl_calls']}"
+                continue
+            if "close" in step:
+                name = step["close"]
+                if name in procs:
+                    close_process(procs[name][1], framework)
+                closed.add(name)
                 continue
             if "until_waiting" in step:
                 until_waiting(r, step["until_waiting"], where)
@@ -354,10 +394,11 @@ def test_conformance(case, framework, r, redis_port, serve_wsgi, serve_asgi, htt
                 check_keys(r, step["expect"], where)
                 continue
             req = step["request"]
+            base = base_of(step, where)
             t0 = time.time()
             if "async" in step:
                 assert step["async"] not in pending, f"{where}: {step['async']} reused"
-                pending[step["async"]] = (t0, pool.submit(send, req))
+                pending[step["async"]] = (t0, pool.submit(send, base, req))
                 continue
             resp = http.request(req["method"], base + req["path"],
                                 headers=req.get("headers", {}))
@@ -369,6 +410,28 @@ def test_conformance(case, framework, r, redis_port, serve_wsgi, serve_asgi, htt
             r.execute_command("RL.CLOCK", "ADVANCE", 86_400_000)
         pool.shutdown(wait=True)
         sync_client.close()
+
+
+def rl_calls(r: Any) -> int:
+    """The module's commands the server ran since CONFIG RESETSTAT (but RL.CLOCK and
+    RL.POLICY: the runner's own)."""
+    n = 0
+    for name, v in r.info("commandstats").items():
+        cmd = name[len("cmdstat_"):] if name.startswith("cmdstat_") else name
+        if (cmd.startswith("rl.") or cmd == "cl.throttle") and cmd not in ("rl.clock",
+                                                                           "rl.policy"):
+            n += int(v["calls"])
+    return n
+
+
+def close_process(mw: Any, framework: str) -> None:
+    """``close()`` of a process's middleware; returns when its leases are given back."""
+    if framework == "flask":
+        mw.close()
+        return
+    if mw.loop is None:  # never served a request: nothing to give back
+        return
+    asyncio.run_coroutine_threadsafe(mw.close(), mw.loop).result(10)
 
 
 def until_waiting(r: Any, n: int, where: str) -> None:

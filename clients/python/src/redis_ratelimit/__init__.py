@@ -11,6 +11,8 @@ from ._protocol import AllDecision, Decision, Options, Rule
 from .client import AsyncRateLimiter, RateLimiter, connect, connect_async
 from .headers import Item, render, reset_seconds
 from .keys import Request, by_api_key, by_ip, by_org, by_user, client_address, ip_key
+from .lease import Lease
+from .limitstr import parse_limits
 from .memory import MemoryLimiter
 from .middleware import Config, Event, Limit, Route
 from .policies import (AsyncPolicies, ClusterPolicy, Policies, Policy, PolicyEntry, PolicyInfo,
@@ -18,9 +20,9 @@ from .policies import (AsyncPolicies, ClusterPolicy, Policies, Policy, PolicyEnt
 
 __all__ = [
     "AllDecision", "AsyncPolicies", "AsyncRateLimiter", "ClusterPolicy", "Policies", "Policy",
-    "PolicyEntry", "PolicyInfo", "PolicyNodesError", "PolicyStats", "PolicyVersion", "Config", "Decision", "Event", "Item", "Limit",
+    "PolicyEntry", "PolicyInfo", "PolicyNodesError", "PolicyStats", "PolicyVersion", "Config", "Decision", "Event", "Item", "Lease", "Limit",
     "MemoryLimiter", "Options", "RateLimiter", "Request", "Route", "Rule", "by_api_key",
     "by_ip", "by_org", "by_user", "client_address", "connect", "connect_async", "ip_key",
-    "render", "reset_seconds",
+    "parse_limits", "render", "reset_seconds",
 ]
 __version__ = "0.1.0"

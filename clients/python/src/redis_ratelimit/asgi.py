@@ -10,7 +10,7 @@ import asyncio
 from typing import Any, Awaitable, Callable, Dict, List, MutableMapping, Optional
 
 from .keys import Request
-from .middleware import Config, Engine, Outcome, run_async
+from .middleware import Config, Engine, Outcome, close_async, run_async, sweep_async
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -43,15 +43,34 @@ class RateLimitMiddleware:
         self.app = app
         self.redis = redis
         self.engine = Engine(config)
+        self.loop: Optional[asyncio.AbstractEventLoop] = None  # the server's, once called
 
     async def check(self, req: Request) -> Optional[Outcome]:
         plan = self.engine.plan(req)
         return None if plan is None else await run_async(self.engine, self.redis, plan)
 
+    async def sweep(self) -> int:
+        """Gives back the leases that lapsed now (the background task does it too)."""
+        return await sweep_async(self.engine, self.redis)
+
+    async def close(self) -> None:
+        """Gives back every lease this process holds; done on the lifespan's shutdown."""
+        await close_async(self.engine, self.redis)
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            async def receive_shutdown() -> MutableMapping[str, Any]:
+                msg = await receive()
+                if msg.get("type") == "lifespan.shutdown":
+                    await self.close()
+                return msg
+
+            await self.app(scope, receive_shutdown, send)
+            return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        self.loop = asyncio.get_running_loop()
         out = await self.check(request_from_scope(scope))
         if out is None:
             await self.app(scope, receive, send)

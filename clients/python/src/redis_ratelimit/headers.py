@@ -94,8 +94,13 @@ class Item:
     @property
     def t(self) -> int:
         """``t`` of RateLimit: :func:`reset_seconds`, never above the policy's ``w`` (a
-        refusal that waits longer, e.g. a BLOCK penalty, says so in ``Retry-After``)."""
-        return min(reset_seconds(self.rule, self.decision), window_seconds(self.rule))
+        refusal that waits longer, e.g. a BLOCK penalty, says so in ``Retry-After``). A
+        leased limit's ``t`` comes from its last claim's reply (``reply_view``)."""
+        d = self.decision
+        view = getattr(d, "reply_view", None)
+        if view is not None:
+            d = view()
+        return min(reset_seconds(self.rule, d), window_seconds(self.rule))
 
     def limit_item(self) -> str:
         return f"{_sf_string(self.name)};r={self.decision.remaining};t={self.t}"

@@ -35,8 +35,10 @@ decides alone: with a ``fallback`` rule it is checked in process memory instead;
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import (Any, Callable, Dict, List, Literal, Optional, Pattern, Sequence, Tuple,
@@ -48,6 +50,8 @@ from ._protocol import Decision, Rule, all_args, parse_all
 from ._wait import execute_waiting, execute_waiting_async
 from .headers import Item, _ceil_div, render
 from .keys import KeyFunc, Request
+from .lease import Lease, Leases, LocalRefusals, check_leasable, wall_ms
+from .limitstr import parse_limits
 from .memory import MemoryLimiter
 from .policies import Policy, Unspent, is_unknown_policy, parse_get, parse_rule
 
@@ -56,6 +60,10 @@ log = logging.getLogger("redis_ratelimit")
 QUOTA_EXCEEDED = "https://iana.org/assignments/http-problem-types#quota-exceeded"
 QUOTA_TITLE = "Request cannot be satisfied as assigned quota has been exceeded"
 REDUCED_CAPACITY = "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity"
+
+#: What a Limit's rule may be: a Rule, a Policy, a limit string ("10/second; 1000/day"), or
+#: a function of the request returning one of those (a limit computed per request).
+RuleSpec = Union[Rule, Policy, str, Callable[[Request], Union[Rule, Policy, str]]]
 
 
 @dataclass(frozen=True)
@@ -77,10 +85,18 @@ class Limit:
     waiters in arrival order); checked the same way, in a command of its own after the
     other limits admitted; the headers come from the final reply. Not with ``block_ms``;
     a shadow limit is sent without ``WAIT`` (it never refuses, nor holds a request).
+
+    ``rule`` may also be a limit string (``"10/second; 1000/day"``: several items become the
+    limits ``name-1``, ``name-2``, ... checked in one ``RL.ALL``; ``algorithm`` says which
+    rule each item makes: ``"sliding"`` by default, ``"fixed"`` or ``"gcra"``), or a function
+    of the request returning a Rule, a Policy or a string (a limit computed per request).
+    ``lease``: a :class:`~redis_ratelimit.Lease` (leased allowance: GCRA, TOKENBUCKET and
+    FIXED rules only). ``allow``: identities that skip this limit; ``deny``: identities
+    refused at once with 403 (no Redis call).
     """
 
     name: str
-    rule: Union[Rule, Policy]
+    rule: RuleSpec
     key: KeyFunc
     fail_open: bool = True
     fallback: Optional[Rule] = None
@@ -88,8 +104,24 @@ class Limit:
     cost: Union[int, Callable[[Request], int]] = 1
     block_ms: Optional[int] = None
     wait_ms: Optional[int] = None
+    lease: Optional[Lease] = None
+    allow: Sequence[str] = ()
+    deny: Sequence[str] = ()
+    algorithm: str = "sliding"  # the rules a limit string makes
 
     def __post_init__(self) -> None:
+        if isinstance(self.allow, str) or isinstance(self.deny, str):
+            raise ValueError("allow and deny are lists of identities, not a string")
+        object.__setattr__(self, "allow", frozenset(self.allow))
+        object.__setattr__(self, "deny", frozenset(self.deny))
+        if isinstance(self.rule, str):
+            parse_limits(self.rule, self.algorithm)  # a bad string fails here
+            return
+        if not isinstance(self.rule, (Rule, Policy)):
+            if not callable(self.rule):
+                raise TypeError(f"limit {self.name!r}: rule must be a Rule, a Policy, a "
+                                "limit string or a function of the request")
+            return  # resolved (and checked) per request
         if self.block_ms is not None and (isinstance(self.block_ms, bool)
                                           or not isinstance(self.block_ms, int)
                                           or self.block_ms < 1):
@@ -107,6 +139,28 @@ class Limit:
         if isinstance(self.rule, Policy) and self.block_ms is not None:
             raise ValueError("a policy's BLOCK is part of the policy (RL.POLICY SET ... "
                              "BLOCK ms): no block_ms on a Limit that names a policy")
+        if self.lease is not None:
+            check_leasable(self.name, self.rule, self.lease, waits=self.waits,
+                           blocks=self.blocks, shadow=self.shadow)
+
+    def expand(self, req: Optional[Request] = None) -> List["Limit"]:
+        """The limits this one stands for: itself with a Rule or a Policy; the rules of a
+        limit string (``name-1``, ``name-2``, ... for several); a function's result for
+        ``req``."""
+        rule = self.rule
+        if not isinstance(rule, (Rule, Policy, str)):
+            if req is None:
+                raise ValueError(f"limit {self.name!r}: its rule is computed per request")
+            rule = rule(req)  # type: ignore[operator]
+            if not isinstance(rule, (Rule, Policy, str)):
+                raise TypeError(f"limit {self.name!r}: the rule function returned {rule!r}")
+        if isinstance(rule, str):
+            rules = parse_limits(rule, self.algorithm)
+            if len(rules) == 1:
+                return [dataclasses.replace(self, rule=rules[0])]
+            return [dataclasses.replace(self, name=f"{self.name}-{i}", rule=r)
+                    for i, r in enumerate(rules, 1)]
+        return [self if rule is self.rule else dataclasses.replace(self, rule=rule)]
 
     @property
     def blocks(self) -> bool:
@@ -232,10 +286,23 @@ class Config:
     # A policy's rule (for the headers) is read with RL.POLICY GET and cached this long; it
     # is read again sooner when a reply's limit matches none of the cached versions.
     policy_refresh_ms: int = 5000
+    # The package clock, integer ms (leases and local refusals); tests pass one that follows
+    # the module's test clock.
+    clock_ms: Callable[[], int] = wall_ms
+    # After the server refused a (limit, identity) with retry_after_ms R > 0, refuse it in
+    # the process for R ms without asking Redis: True (10000 keys at most) or the most keys.
+    local_refusals: Union[bool, int] = False
+    # Leases that lapsed are given back by a background sweep (a thread for WSGI and
+    # Django, a task for ASGI) every this many ms of real time, as well as on the next
+    # request for the key and on close(); 0: no sweep.
+    lease_sweep_ms: int = 1000
 
     def __post_init__(self) -> None:
         if self.legacy_reset not in ("epoch", "delta"):
             raise ValueError('legacy_reset must be "epoch" (the default) or "delta"')
+        lr = self.local_refusals
+        if not isinstance(lr, (bool, int)) or (not isinstance(lr, bool) and lr < 1):
+            raise ValueError("local_refusals: True, False, or the most keys (an int >= 1)")
 
 
 @dataclass(frozen=True)
@@ -254,6 +321,7 @@ class Plan:
     tagged: bool = False  # the keys carry a hash tag (one cluster slot)
     # limits whose cost for this request is above their limit: never admissible, not sent
     oversized: Tuple[Call, ...] = ()
+    denied: Tuple[Call, ...] = ()  # the identity is on a limit's deny list: 403
 
 
 @dataclass(frozen=True)
@@ -276,6 +344,7 @@ class Batch:
     parse: Callable[[Any], List[Decision]]
     gated: bool = False
     wait_ms: Optional[int] = None  # WAIT ms: sent with a read timeout that outlasts it
+    lease: bool = False  # a leased limit: admitted from the lease, or a claim
 
     def should_run(self, results: Sequence[Tuple[Call, "Result"]]) -> bool:
         return not self.gated or all(
@@ -349,6 +418,75 @@ class Engine:
         self.config = config
         self._open_until = 0.0
         self.policies = _PolicyCache(config)
+        self.leases = Leases()
+        lr = config.local_refusals
+        self.local: Optional[LocalRefusals] = (
+            None if lr is False else LocalRefusals(10_000 if lr is True else int(lr)))
+        # limit strings expanded once (a function of the request: per request)
+        self._defaults = self._expand(config.limits)
+        self._routes = {id(r): self._expand(r.limits) for r in config.routes
+                        if r.limits is not False}
+        for lim in [*self._defaults, *(x for v in self._routes.values() for x in v)]:
+            self.check_limit(lim)
+        self._sweeper: Any = None
+        self.closed = False
+
+    @staticmethod
+    def _expand(limits: Sequence[Limit]) -> List[Limit]:
+        out: List[Limit] = []
+        for lim in limits:
+            out += lim.expand() if isinstance(lim.rule, (Rule, Policy, str)) else [lim]
+        return out
+
+    def check_limit(self, lim: Limit) -> None:
+        """A leased limit is never in shadow mode (``Config(shadow=True)`` included)."""
+        if lim.lease is not None and isinstance(lim.rule, (Rule, Policy)):
+            shadow = self.config.shadow if lim.shadow is None else lim.shadow
+            check_leasable(lim.name, lim.rule, lim.lease, waits=lim.waits, blocks=lim.blocks,
+                           shadow=shadow)
+
+    # ---- the lease sweep: lapsed leases are given back without traffic
+
+    def start_sweeper(self, client: Any, is_async: bool) -> None:
+        ms = self.config.lease_sweep_ms
+        if self._sweeper is not None or ms <= 0 or self.closed:
+            return
+        if is_async:
+            import asyncio
+
+            async def loop() -> None:
+                while True:
+                    await asyncio.sleep(ms / 1000)
+                    try:
+                        await sweep_async(self, client)
+                    except Exception:  # never kill the loop
+                        log.exception("lease sweep failed")
+
+            self._sweeper = asyncio.get_running_loop().create_task(loop())
+            return
+        stop = threading.Event()
+
+        def run() -> None:
+            while not stop.wait(ms / 1000):
+                try:
+                    sweep_sync(self, client)
+                except Exception:
+                    log.exception("lease sweep failed")
+
+        t = threading.Thread(target=run, name="redis-ratelimit-lease-sweep", daemon=True)
+        self._sweeper = (t, stop)
+        t.start()
+
+    def stop_sweeper(self) -> None:
+        sw = self._sweeper
+        if sw is None:
+            return
+        if isinstance(sw, tuple):
+            sw[1].set()
+            sw[0].join(5)
+            self._sweeper = None
+        else:
+            sw.cancel()  # an asyncio task: awaited by close_async
 
     # ---- the breaker: a dead Redis costs one timeout per breaker_ms, not one per request
 
@@ -360,21 +498,40 @@ class Engine:
 
     # ---- 1. plan
 
-    def plan(self, req: Request) -> Optional[Plan]:
+    def plan(self, req: Request, limits: Optional[Sequence[Limit]] = None) -> Optional[Plan]:
+        """The plan of a request: the config's limits (routes, exemptions), or ``limits``
+        (a decorator's or a dependency's: no routes, no exemptions)."""
         cfg = self.config
-        for ex in cfg.exempt:
-            if ex(req) if callable(ex) else _path_matches(ex, req.path):
-                return None
-        limits = self.limits_for(req)
+        if limits is None:
+            for ex in cfg.exempt:
+                if ex(req) if callable(ex) else _path_matches(ex, req.path):
+                    return None
+            limits = self.limits_for(req)
+        else:
+            limits = self._expand(limits)
         if not limits:
             return None
+        resolved: List[Limit] = []
+        for lim in limits:
+            if isinstance(lim.rule, (Rule, Policy)):
+                resolved.append(lim)
+            else:  # a function of the request
+                for x in lim.expand(req):
+                    self.check_limit(x)
+                    resolved.append(x)
         tag = cfg.hash_tag(req) if cfg.hash_tag else None
         base = cfg.key_prefix + (f"{{{tag}}}:" if tag else "")
-        calls, oversized = [], []
-        for lim in limits:
+        calls, oversized, denied = [], [], []
+        for lim in resolved:
             ident = lim.key(req)
+            if ident is not None and ident in lim.allow:
+                continue  # an allowed identity skips this limit
             if ident is not None:
                 shadow = cfg.shadow if lim.shadow is None else lim.shadow
+                if ident in lim.deny:
+                    denied.append(Call(lim, f"{base}{lim.name}:{ident}", lim.rule_for(1),
+                                       shadow))
+                    continue
                 call = Call(lim, f"{base}{lim.name}:{ident}",
                             lim.rule_for(lim.cost_of(req), shadow), shadow)
                 # the module answers ERR COST must not exceed ...: decided here, for every
@@ -382,9 +539,40 @@ class Engine:
                 # (a policy's limit is the server's: not known here, the module decides)
                 big = isinstance(call.rule, Rule) and call.rule.cost > call.rule.limit
                 (oversized if big else calls).append(call)
-        if not calls and not oversized:
+        if not calls and not oversized and not denied:
             return None
-        return Plan(req, tuple(calls), cfg.shadow, bool(tag), tuple(oversized))
+        return Plan(req, tuple(calls), cfg.shadow, bool(tag), tuple(oversized), tuple(denied))
+
+    def refuse_early(self, plan: Plan) -> Optional[Outcome]:
+        """Refusals decided in the process, before Redis (nothing spent anywhere): a
+        denied identity (403), a cost above a limit (429), a local refusal (429)."""
+        if plan.denied:
+            for call in plan.denied:
+                self._report(Event(plan.request, call.limit.name, call.key, "deny", True,
+                                   False))
+            return _problem(403, "about:blank", "Forbidden",
+                            [c.limit.name for c in plan.denied], {})
+        out = self.refuse_oversized(plan)
+        if out is not None or self.local is None:
+            return out
+        now = self.config.clock_ms()
+        items: List[Item] = []
+        for call in plan.calls:
+            if call.shadow or _waits(call) or not isinstance(call.rule, Rule):
+                continue
+            hit = self.local.check((call.limit.name, call.key), call.rule.cost, now)
+            if hit is None:
+                continue
+            left, rule = hit
+            d = Decision(False, rule.limit, 0, left, left)
+            self._report(Event(plan.request, call.limit.name, call.key, "local", True, False,
+                               d))
+            items.append(Item(call.limit.name, rule, d))
+        if not items:
+            return None
+        headers = render(items, legacy=self.config.legacy_headers,
+                         legacy_reset=self.config.legacy_reset)
+        return _problem(429, QUOTA_EXCEEDED, QUOTA_TITLE, [i.name for i in items], headers)
 
     def refuse_oversized(self, plan: Plan) -> Optional[Outcome]:
         """A request whose cost is above an enforced limit's limit can never be admitted:
@@ -411,13 +599,14 @@ class Engine:
         cfg = self.config
         route = next((r for r in cfg.routes if r.matches(req)), None)
         if route is None:
-            return cfg.limits
+            return self._defaults
         if route.limits is False:
             return ()
+        own = self._routes[id(route)]
         if route.replace:
-            return route.limits
-        names = {lim.name for lim in route.limits}
-        return [*(lim for lim in cfg.limits if lim.name not in names), *route.limits]
+            return own
+        names = {lim.name for lim in own}
+        return [*(lim for lim in self._defaults if lim.name not in names), *own]
 
     def batches(self, plan: Plan, cluster: bool) -> List[Batch]:
         """Enforced limits in one command, shadow limits in another. In a cluster, keys
@@ -438,7 +627,9 @@ class Engine:
             elif plain:
                 out.append(_batch(plain))
             out += [_batch((c,), gated=not shadow) for c in group if _alone(c)]
-        return out
+        # leased limits last: after every other limit admitted (a refusal spends no lease)
+        leased = [b for b in out if b.lease]
+        return [*(b for b in out if not b.lease), *leased]
 
     # ---- 3. finish
 
@@ -497,6 +688,13 @@ class Engine:
                                shadow, d, err))
             if shadow:
                 continue
+            if self.local is not None and source == "redis" and not _waits(call):
+                k = (lim.name, call.key)
+                if d.allowed:
+                    self.local.admitted(k)
+                elif rule is not None and d.retry_after_ms > 0:
+                    self.local.refused(k, _cost(call), d.retry_after_ms, rule,
+                                       self.config.clock_ms())
             if rule is not None:
                 items.append(Item(lim.name, rule, d))
             else:  # a policy whose rule could not be read: no header item
@@ -539,13 +737,27 @@ def _problem(status: int, type_: str, title: str, policies: List[str],
 
 
 def _alone(c: Call) -> bool:
-    """A call that needs a command of its own: a BLOCK penalty or a WAIT."""
-    return c.limit.blocks or c.rule.wait_ms is not None
+    """A call that needs a command of its own: a BLOCK penalty, a WAIT or a lease."""
+    return c.limit.blocks or c.rule.wait_ms is not None or _leased(c)
+
+
+def _leased(c: Call) -> bool:
+    return c.limit.lease is not None and not c.shadow
+
+
+def _waits(c: Call) -> bool:
+    return c.rule.wait_ms is not None
+
+
+def _cost(c: Call) -> int:
+    return c.rule.cost
 
 
 def _batch(calls: Tuple[Call, ...], gated: bool = False) -> Batch:
     if len(calls) == 1:
         (c,) = calls
+        if _leased(c):
+            return Batch(calls, [], lambda r: [r], True, None, True)
         return Batch(calls, c.rule.command_args(c.key), lambda r: [c.rule.parse(r)], gated,
                      c.rule.wait_ms)
     rules = [(c.key, c.rule) for c in calls]
@@ -606,12 +818,20 @@ def _is_cluster(client: Any) -> bool:
 
 
 def run_sync(engine: Engine, client: Any, plan: Plan) -> Outcome:
-    refused = engine.refuse_oversized(plan)
+    refused = engine.refuse_early(plan)
     if refused is not None:
         return refused
     results: List[Tuple[Call, Result]] = []
     for b in engine.batches(plan, _is_cluster(client)):
         if not b.should_run(results):
+            continue
+        if b.lease:
+            try:
+                results.append((b.calls[0], lease_sync(engine, client, b.calls[0])))
+            except Exception as e:
+                if not _failure(engine, e):
+                    raise
+                results.append((b.calls[0], e))
             continue
         if engine.circuit_open():
             results += [(c, CircuitOpen("Redis failed recently")) for c in b.calls]
@@ -634,12 +854,20 @@ def run_sync(engine: Engine, client: Any, plan: Plan) -> Outcome:
 
 
 async def run_async(engine: Engine, client: Any, plan: Plan) -> Outcome:
-    refused = engine.refuse_oversized(plan)
+    refused = engine.refuse_early(plan)
     if refused is not None:
         return refused
     results: List[Tuple[Call, Result]] = []
     for b in engine.batches(plan, _is_cluster(client)):
         if not b.should_run(results):
+            continue
+        if b.lease:
+            try:
+                results.append((b.calls[0], await lease_async(engine, client, b.calls[0])))
+            except Exception as e:
+                if not _failure(engine, e):
+                    raise
+                results.append((b.calls[0], e))
             continue
         if engine.circuit_open():
             results += [(c, CircuitOpen("Redis failed recently")) for c in b.calls]
@@ -659,3 +887,109 @@ async def run_async(engine: Engine, client: Any, plan: Plan) -> Outcome:
         except Exception as e:  # no header item for it; the decision stands
             log.warning("RL.POLICY GET %s failed: %s", name, e)
     return engine.finish(plan, results)
+
+
+# ---------------------------------------------------------------- leased limits
+
+
+def lease_sync(engine: Engine, client: Any, call: Call) -> Decision:
+    """A leased limit (see :mod:`redis_ratelimit.lease`): a lapsed lease is given back,
+    then the request is admitted from the lease, or the process claims ``COST chunk
+    PARTIAL``. One request per key at a time in this process (a striped lock)."""
+    lim, rule = call.limit, call.rule
+    assert lim.lease is not None and isinstance(rule, Rule)
+    leases, k = engine.leases, (lim.name, call.key)
+    engine.start_sweeper(client, False)
+    with leases.lock_for(k):
+        now = engine.config.clock_ms()
+        refund = leases.release(k, now, rule)
+        if refund is not None:
+            _refund_sync(engine, client, refund)
+        d = leases.take(k, rule.cost, now)
+        if d is not None:
+            return d
+        if engine.circuit_open():
+            raise CircuitOpen("Redis failed recently")
+        crule, args = leases.claim(k, rule, rule.cost, lim.lease)
+        reply = crule.parse(client.execute_command(*args))
+        return leases.claimed(k, rule, reply, rule.cost, lim.lease, now)
+
+
+async def lease_async(engine: Engine, client: Any, call: Call) -> Decision:
+    """The asyncio twin of :func:`lease_sync`."""
+    lim, rule = call.limit, call.rule
+    assert lim.lease is not None and isinstance(rule, Rule)
+    leases, k = engine.leases, (lim.name, call.key)
+    engine.start_sweeper(client, True)
+    async with leases.alock_for(k):
+        now = engine.config.clock_ms()
+        refund = leases.release(k, now, rule)
+        if refund is not None:
+            await _refund_async(engine, client, refund)
+        d = leases.take(k, rule.cost, now)
+        if d is not None:
+            return d
+        if engine.circuit_open():
+            raise CircuitOpen("Redis failed recently")
+        crule, args = leases.claim(k, rule, rule.cost, lim.lease)
+        reply = crule.parse(await client.execute_command(*args))
+        return leases.claimed(k, rule, reply, rule.cost, lim.lease, now)
+
+
+def _refund_sync(engine: Engine, client: Any, args: List[Any]) -> None:
+    try:
+        client.execute_command(*args)
+    except Exception as e:  # the units are lost: fewer admitted, never more
+        log.warning("lease refund %s failed: %s", args[1], e)
+
+
+async def _refund_async(engine: Engine, client: Any, args: List[Any]) -> None:
+    try:
+        await client.execute_command(*args)
+    except Exception as e:
+        log.warning("lease refund %s failed: %s", args[1], e)
+
+
+def sweep_sync(engine: Engine, client: Any, force: bool = False) -> int:
+    """Gives back every lease that lapsed (``force``: every lease, as on close);
+    returns the refunds sent."""
+    n = 0
+    leases = engine.leases
+    for k in leases.keys():
+        with leases.lock_for(k):
+            refund = leases.release(k, engine.config.clock_ms(), force=force)
+            if refund is not None:
+                _refund_sync(engine, client, refund)
+                n += 1
+    return n
+
+
+async def sweep_async(engine: Engine, client: Any, force: bool = False) -> int:
+    n = 0
+    leases = engine.leases
+    for k in leases.keys():
+        async with leases.alock_for(k):
+            refund = leases.release(k, engine.config.clock_ms(), force=force)
+            if refund is not None:
+                await _refund_async(engine, client, refund)
+                n += 1
+    return n
+
+
+def close_sync(engine: Engine, client: Any) -> None:
+    """Stops the sweep and gives back every lease (the middleware's ``close()``)."""
+    engine.stop_sweeper()
+    sweep_sync(engine, client, force=True)
+    engine.closed = True
+
+
+async def close_async(engine: Engine, client: Any) -> None:
+    engine.stop_sweeper()
+    task, engine._sweeper = engine._sweeper, None
+    if task is not None:
+        try:
+            await task
+        except BaseException:  # cancelled (or from another loop)
+            pass
+    await sweep_async(engine, client, force=True)
+    engine.closed = True

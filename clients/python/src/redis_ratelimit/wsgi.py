@@ -11,9 +11,9 @@ import time
 from typing import Any, Callable, Dict, Iterable, List, Optional
 
 from .keys import Request
-from .middleware import Config, Engine, Outcome, run_sync
+from .middleware import Config, Engine, Outcome, close_sync, run_sync, sweep_sync
 
-_REASONS = {429: "429 Too Many Requests", 503: "503 Service Unavailable"}
+_REASONS = {403: "403 Forbidden", 429: "429 Too Many Requests", 503: "503 Service Unavailable"}
 
 
 def request_from_environ(environ: Dict[str, Any], state: Optional[Dict[str, object]] = None,
@@ -43,6 +43,14 @@ class RateLimitMiddleware:
     def check(self, req: Request) -> Optional[Outcome]:
         plan = self.engine.plan(req)
         return None if plan is None else run_sync(self.engine, self.redis, plan)
+
+    def sweep(self) -> int:
+        """Gives back the leases that lapsed now (the background sweep does it too)."""
+        return sweep_sync(self.engine, self.redis)
+
+    def close(self) -> None:
+        """Gives back every lease this process holds (call it when the worker stops)."""
+        close_sync(self.engine, self.redis)
 
     def __call__(self, environ: Dict[str, Any], start_response: Callable[..., Any]
                  ) -> Iterable[bytes]:
