@@ -777,7 +777,7 @@ def build_report(meta, cases, summ, runs, mem, targets):
     L.append("== checks")
     for line in meta["checks"]:
         L.append(f"   {line}")
-    for what in ("instructions", "issue25", "growth"):
+    for what in ("instructions", "issue25", "growth", "issue28"):
         if meta.get(f"{what}_table"):
             L.append("")
             L.append(meta[f"{what}_table"])
@@ -941,6 +941,7 @@ def main():
                     help="redis-cell's libredis_cell.so: adds its CL.THROTTLE (default: $CELL_SO)")
     ap.add_argument("--no-instructions", action="store_true", help="skip bench/instructions.sh")
     ap.add_argument("--no-growth", action="store_true", help="skip bench/growth.py")
+    ap.add_argument("--no-issue28", action="store_true", help="skip bench/issue28.py")
     ap.add_argument("--out", default=str(RESULTS))
     args = ap.parse_args()
     args.rounds = args.rounds or (2 if args.quick else 5)
@@ -1093,7 +1094,11 @@ def main():
                 ("growth", args.no_growth,
                  [sys.executable, str(BENCH / "growth.py"), "--module", str(mod_copy),
                   "--out", str(out)] + (["--quick"] if args.quick else []),
-                 f"growth{suffix}.txt")):
+                 f"growth{suffix}.txt"),
+                ("issue28", args.no_issue28,  # leases and local refusals (bench/issue28.py)
+                 [sys.executable, str(BENCH / "issue28.py"), "--module", str(mod_copy),
+                  "--out", str(out)] + (["--quick"] if args.quick else []),
+                 f"issue28{suffix}.txt")):
             if skip:
                 continue
             t = time.time()
