@@ -518,7 +518,7 @@ export function createGuard(options: GuardOptions): Guard {
   let openUntil = -Infinity;
   const circuitOpen = (): boolean => breakerMs > 0 && now() < openUntil;
 
-  type Sent = { ok: true; decisions: { decision: Decision; reply?: Decision; resolved?: Resolved; local?: boolean }[]; refusedBy?: number }
+  type Sent = { ok: true; decisions: { decision: Decision; reply?: Decision; resolved?: Resolved; local?: boolean; timing?: Decision }[]; refusedBy?: number }
     | { ok: false; error: unknown };
 
   // Policies: the rules for the headers, read with RL.POLICY GET (from the node of the key
@@ -555,7 +555,7 @@ export function createGuard(options: GuardOptions): Guard {
       if (group.length === 1 && group[0].spec.lease) {
         const [p] = group;
         const r = await leases.take(p.key, p.rule!, p.cost, p.spec.lease!);
-        return { ok: true, decisions: [{ decision: r.decision, local: r.local, ...(r.reply ? { reply: r.reply } : {}) }] };
+        return { ok: true, decisions: [{ decision: r.decision, timing: r.timing, local: r.local, ...(r.reply ? { reply: r.reply } : {}) }] };
       }
       if (group.length === 1) {
         const [p] = group;
@@ -696,6 +696,8 @@ export function createGuard(options: GuardOptions): Guard {
     const outcomes: LimitOutcome[] = [...costOutcomes];
     // The rule of each outcome's header item (none: no item).
     const headerRule = new Map<LimitOutcome, Rule>();
+    // A leased limit's `t` comes from its claim's reply as it is (not the units held).
+    const headerTiming = new Map<LimitOutcome, Decision>();
     const collect = (gs: Planned[][], settled: Sent[]): void => {
       gs.forEach((group, gi) => {
         const s = settled[gi];
@@ -704,8 +706,9 @@ export function createGuard(options: GuardOptions): Guard {
           const base: Omit<LimitOutcome, 'source'> = { name: p.name, key: p.key, cost: p.cost, shadow: p.shadow };
           if (p.spec.policy) base.policy = { name: p.spec.policy };
           if (s.ok) {
-            const { decision, reply, resolved, local: fromLease } = s.decisions[i];
+            const { decision, reply, resolved, local: fromLease, timing } = s.decisions[i];
             const o: LimitOutcome = { ...base, source: fromLease ? 'lease' : 'redis', decision, ...(reply ? { reply } : {}) };
+            if (timing) headerTiming.set(o, timing);
             if (resolved) {
               o.policy = { name: p.spec.policy!, version: resolved.version, mode: resolved.mode };
               if (resolved.show && resolved.rule) headerRule.set(o, resolved.rule);
@@ -760,7 +763,7 @@ export function createGuard(options: GuardOptions): Guard {
     }
     const items: HeaderItem[] = ordered
       .filter((o) => !o.shadow && o.decision && headerRule.has(o))
-      .map((o) => ({ name: o.name, rule: headerRule.get(o)!, decision: o.decision! }));
+      .map((o) => ({ name: o.name, rule: headerRule.get(o)!, decision: o.decision!, timing: headerTiming.get(o) }));
     const headers = rateLimitHeaders(items, headerOpts);
 
     // A refusal wins over an unavailable limit (429 with its Retry-After, not 503).

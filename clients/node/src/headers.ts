@@ -36,6 +36,9 @@ export interface HeaderItem {
   /** The rule, for `w` and `t`; without it `w` is omitted and t = reset_after_ms. */
   rule?: Rule;
   decision: Decision;
+  /** The decision `t` is computed from, when not `decision` (a leased limit: `r` counts the
+   * units the process holds, `t` is the claim reply's own). */
+  timing?: Decision;
 }
 
 export interface HeaderOptions {
@@ -146,7 +149,7 @@ export function rateLimitHeaders(items: HeaderItem[], o: HeaderOptions = {}): Re
       return `${sfString(it.name)};q=${q}${it.rule ? `;w=${windowSeconds(it.rule)}` : ''}`;
     }).join(', ');
     h.RateLimit = items.map((it) => {
-      const t = resetParameter(it.decision, it.rule);
+      const t = resetParameter(it.timing ?? it.decision, it.rule);
       return `${sfString(it.name)};r=${Math.max(0, it.decision.remaining)};t=${t}`;
     }).join(', ');
   }

@@ -29,3 +29,7 @@ export { fastifyRateLimit } from './fastify.js';
 export type { FastifyRateLimitOptions } from './fastify.js';
 export { RedisRateLimitStore } from './store.js';
 export type { ClientRateLimitInfo, StoreOptions } from './store.js';
+export { koaRateLimit } from './koa.js';
+export type { KoaMiddleware, KoaOptions } from './koa.js';
+export { RateLimit, RateLimitGuard, RATE_LIMIT_METADATA } from './nest.js';
+export type { NestGuardOptions } from './nest.js';

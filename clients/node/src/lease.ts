@@ -62,6 +62,9 @@ export interface LeaseResult {
   /** The decision for the headers: the last claim's reply, `remaining` + the units left (at
    * most `limit`), `retryAfterMs` / `resetAfterMs` less the ms since the claim. */
   decision: Decision;
+  /** The decision the header's `t` is computed from: the claim reply's own `remaining`,
+   * aged, with this request's `allowed` (when the server gives a unit back). */
+  timing: Decision;
   /** The reply of the claim made for this request, if one was made. */
   reply?: Decision;
 }
@@ -114,7 +117,7 @@ export class Leases {
     if (this.closed) {
       // closed: no new lease (nothing would give it back); each request is its own command
       const d = await this.o.limiter.check(key, rule, { cost, timeoutMs: this.o.timeoutMs });
-      return { admitted: d.allowed, local: false, decision: d, reply: d };
+      return { admitted: d.allowed, local: false, decision: d, timing: d, reply: d };
     }
     const now = this.o.clockMs();
     const sig = sigOf(rule);
@@ -126,7 +129,7 @@ export class Leases {
     // 2. local
     if (l && l.units >= cost) {
       l.units -= cost;
-      return { admitted: true, local: true, decision: this.view(l, now, true) };
+      return { admitted: true, local: true, ...this.view(l, now, true) };
     }
     // 3. claim
     const ttl = opts.ttlMs ?? 1000;
@@ -154,10 +157,10 @@ export class Leases {
     }
     if (l.units >= cost) {
       l.units -= cost;
-      return { admitted: true, local: false, decision: this.view(l, now, true), reply };
+      return { admitted: true, local: false, ...this.view(l, now, true), reply };
     }
     if (l.units === 0 && granted === 0) this.drop(l);
-    return { admitted: false, local: false, decision: this.view(l, now, false), reply };
+    return { admitted: false, local: false, ...this.view(l, now, false), reply };
   }
 
   // The adaptive chunks that differ from the configured one (at most 10000 keys: the
@@ -169,11 +172,12 @@ export class Leases {
     if (this.chunks.size > 10000) this.chunks.delete(this.chunks.keys().next().value as string);
   }
 
-  /** The headers' decision: the last claim's reply with the units left. */
-  private view(l: Lease, now: number, admitted: boolean): Decision {
+  /** The headers' decisions: the last claim's reply with the units left (`r`), and as it
+   * is (`t`), aged by the time since the claim. */
+  private view(l: Lease, now: number, admitted: boolean): { decision: Decision; timing: Decision } {
     const r = l.reply!;
     const since = Math.max(0, now - l.claimedAt);
-    return {
+    const decision: Decision = {
       allowed: admitted,
       limit: r.limit,
       remaining: Math.min(r.limit, r.remaining + l.units),
@@ -183,6 +187,7 @@ export class Leases {
       retryAfterMs: admitted ? 0 : Math.max(1, r.retryAfterMs - since),
       resetAfterMs: Math.max(0, r.resetAfterMs - since),
     };
+    return { decision, timing: { ...decision, remaining: r.remaining } };
   }
 
   private drop(l: Lease): void {

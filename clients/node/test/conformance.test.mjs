@@ -90,6 +90,7 @@ export function toOptions(config, lim = limiter) {
   const o = {
     limiter: lim,
     clockMs: () => caseClock,
+    leaseTimers: false, // lapsed leases are given back on the next request or close only
     logger: silent,
     timeoutMs: 5000, // a loaded test machine must not make a limit fail open
     limits: (config.limits ?? []).map(toLimit),

@@ -39,82 +39,11 @@ async function portFree(port) {
   });
 }
 
-function ping(port) {
-  return new Promise((resolve) => {
-    const sock = net.connect(port, '127.0.0.1');
-    let buf = '';
-    sock.on('connect', () => sock.write('PING\r\n'));
-    sock.on('data', (d) => { buf += d; if (buf.includes('\r\n')) { sock.destroy(); resolve(buf.startsWith('+PONG')); } });
-    sock.on('error', () => resolve(false));
-    sock.setTimeout(500, () => { sock.destroy(); resolve(false); });
-  });
-}
-
-/** The `dir` the server on `port` reports (CONFIG GET dir), or '' if none answers. */
-function serverDir(port) {
-  return new Promise((resolve) => {
-    const sock = net.connect(port, '127.0.0.1');
-    let buf = '';
-    sock.on('connect', () => sock.write('*3\r\n$6\r\nCONFIG\r\n$3\r\nGET\r\n$3\r\ndir\r\n'));
-    sock.on('data', (d) => {
-      buf += d;
-      const lines = buf.split('\r\n');
-      // *2, $3, dir, $<n>, <path>, ''
-      if (lines.length >= 6) { sock.destroy(); resolve(lines[4]); }
-    });
-    sock.on('error', () => resolve(''));
-    sock.setTimeout(2000, () => { sock.destroy(); resolve(''); });
-  });
-}
-
-/** Starts a server; returns { port, stop() }. A port taken by another process's server
- * between freePort() and the server's bind (another suite running at the same time) is
- * detected (the server answering is not ours) and another port is tried. */
+/** Starts a server with the package's own test helper (redis-ratelimit-module/testing);
+ * returns { port, dir, stop() }. */
 export async function startServer(extra = [], fixedPort) {
-  for (let attempt = 0; ; attempt++) {
-    try {
-      return await startServerOn(extra, fixedPort ?? await freePort());
-    } catch (e) {
-      if (!(e instanceof PortTaken) || fixedPort !== undefined || attempt >= 9) throw e;
-    }
-  }
-}
-
-class PortTaken extends Error {}
-
-async function startServerOn(extra, port) {
-  if (!fs.existsSync(MODULE)) throw new Error(`module not built: ${MODULE} (cargo build --release)`);
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rl-node-client-'));
-  const proc = spawn(SERVER, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
-    '--dir', dir, '--logfile', path.join(dir, 'redis.log'), ...extra,
-    '--loadmodule', MODULE, 'test-clock', 'yes'], { stdio: 'ignore' });
-  let exited = false;
-  proc.once('exit', () => { exited = true; });
-  for (let i = 0; ; i++) {
-    if (await ping(port)) {
-      if (await serverDir(port) === fs.realpathSync(dir)) break;
-      if (!exited) proc.kill('SIGTERM');
-      fs.rmSync(dir, { recursive: true, force: true });
-      throw new PortTaken(`another server answered on ${port}`);
-    }
-    if (exited || i > 200) {
-      const log = fs.existsSync(path.join(dir, 'redis.log')) ? fs.readFileSync(path.join(dir, 'redis.log'), 'utf8') : '';
-      throw new Error(`redis-server did not start on ${port}: ${log.slice(-2000)}`);
-    }
-    await sleep(25);
-  }
-  return {
-    port,
-    dir,
-    async stop() {
-      if (!exited) {
-        const gone = new Promise((r) => proc.once('exit', r));
-        proc.kill('SIGTERM');
-        await gone;
-      }
-      fs.rmSync(dir, { recursive: true, force: true });
-    },
-  };
+  const { startServer: start } = await import('redis-ratelimit-module/testing');
+  return start({ module: MODULE, redisServer: SERVER, args: extra, port: fixedPort });
 }
 
 /** A 3-node cluster (no replicas); returns { ports, stop() }. Ports p and p+10000 free. */

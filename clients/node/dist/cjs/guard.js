@@ -322,7 +322,7 @@ function createGuard(options) {
             if (group.length === 1 && group[0].spec.lease) {
                 const [p] = group;
                 const r = await leases.take(p.key, p.rule, p.cost, p.spec.lease);
-                return { ok: true, decisions: [{ decision: r.decision, local: r.local, ...(r.reply ? { reply: r.reply } : {}) }] };
+                return { ok: true, decisions: [{ decision: r.decision, timing: r.timing, local: r.local, ...(r.reply ? { reply: r.reply } : {}) }] };
             }
             if (group.length === 1) {
                 const [p] = group;
@@ -469,6 +469,8 @@ function createGuard(options) {
         const outcomes = [...costOutcomes];
         // The rule of each outcome's header item (none: no item).
         const headerRule = new Map();
+        // A leased limit's `t` comes from its claim's reply as it is (not the units held).
+        const headerTiming = new Map();
         const collect = (gs, settled) => {
             gs.forEach((group, gi) => {
                 const s = settled[gi];
@@ -479,8 +481,10 @@ function createGuard(options) {
                     if (p.spec.policy)
                         base.policy = { name: p.spec.policy };
                     if (s.ok) {
-                        const { decision, reply, resolved, local: fromLease } = s.decisions[i];
+                        const { decision, reply, resolved, local: fromLease, timing } = s.decisions[i];
                         const o = { ...base, source: fromLease ? 'lease' : 'redis', decision, ...(reply ? { reply } : {}) };
+                        if (timing)
+                            headerTiming.set(o, timing);
                         if (resolved) {
                             o.policy = { name: p.spec.policy, version: resolved.version, mode: resolved.mode };
                             if (resolved.show && resolved.rule)
@@ -543,7 +547,7 @@ function createGuard(options) {
         }
         const items = ordered
             .filter((o) => !o.shadow && o.decision && headerRule.has(o))
-            .map((o) => ({ name: o.name, rule: headerRule.get(o), decision: o.decision }));
+            .map((o) => ({ name: o.name, rule: headerRule.get(o), decision: o.decision, timing: headerTiming.get(o) }));
         const headers = (0, headers_js_1.rateLimitHeaders)(items, headerOpts);
         // A refusal wins over an unavailable limit (429 with its Retry-After, not 503).
         const refused = ordered.filter((o) => !o.shadow && o.decision && !o.decision.allowed);

@@ -140,7 +140,7 @@ function rateLimitHeaders(items, o = {}) {
             return `${sfString(it.name)};q=${q}${it.rule ? `;w=${windowSeconds(it.rule)}` : ''}`;
         }).join(', ');
         h.RateLimit = items.map((it) => {
-            const t = resetParameter(it.decision, it.rule);
+            const t = resetParameter(it.timing ?? it.decision, it.rule);
             return `${sfString(it.name)};r=${Math.max(0, it.decision.remaining)};t=${t}`;
         }).join(', ');
     }

@@ -14,7 +14,7 @@ var __exportStar = (this && this.__exportStar) || function(m, exports) {
     for (var p in m) if (p !== "default" && !Object.prototype.hasOwnProperty.call(exports, p)) __createBinding(exports, m, p);
 };
 Object.defineProperty(exports, "__esModule", { value: true });
-exports.RedisRateLimitStore = exports.fastifyRateLimit = exports.expressRateLimit = exports.LocalRefusals = exports.LEASABLE = exports.Leases = exports.parseLimitString = exports.keys = exports.isUnknownPolicy = exports.isUnavailable = exports.createGuard = exports.UNAVAILABLE_REPLIES = exports.CircuitOpenError = exports.MemoryLimiter = exports.Networks = exports.parseAddress = exports.formatAddress = exports.clientAddress = exports.addressKey = exports.tightest = exports.sfString = exports.quota = exports.windowSeconds = exports.resetParameter = exports.nextQuotaMs = exports.emissionInterval = exports.rateLimitHeaders = exports.policyRuleArgs = exports.parsePolicyStats = exports.parsePolicyRule = exports.parsePolicyList = exports.parsePolicyInfo = exports.parsePolicyHistory = exports.PolicyRuleCache = exports.Policies = exports.ClusterPolicies = exports.optionArgs = exports.ruleArgs = exports.parsePolicyDecision = exports.parseInfo = exports.parseDecision = exports.isUnsupportedOption = exports.TimeoutError = exports.Limiter = exports.createLimiter = void 0;
+exports.RATE_LIMIT_METADATA = exports.RateLimitGuard = exports.RateLimit = exports.koaRateLimit = exports.RedisRateLimitStore = exports.fastifyRateLimit = exports.expressRateLimit = exports.LocalRefusals = exports.LEASABLE = exports.Leases = exports.parseLimitString = exports.keys = exports.isUnknownPolicy = exports.isUnavailable = exports.createGuard = exports.UNAVAILABLE_REPLIES = exports.CircuitOpenError = exports.MemoryLimiter = exports.Networks = exports.parseAddress = exports.formatAddress = exports.clientAddress = exports.addressKey = exports.tightest = exports.sfString = exports.quota = exports.windowSeconds = exports.resetParameter = exports.nextQuotaMs = exports.emissionInterval = exports.rateLimitHeaders = exports.policyRuleArgs = exports.parsePolicyStats = exports.parsePolicyRule = exports.parsePolicyList = exports.parsePolicyInfo = exports.parsePolicyHistory = exports.PolicyRuleCache = exports.Policies = exports.ClusterPolicies = exports.optionArgs = exports.ruleArgs = exports.parsePolicyDecision = exports.parseInfo = exports.parseDecision = exports.isUnsupportedOption = exports.TimeoutError = exports.Limiter = exports.createLimiter = void 0;
 __exportStar(require("./types.js"), exports);
 var limiter_js_1 = require("./limiter.js");
 Object.defineProperty(exports, "createLimiter", { enumerable: true, get: function () { return limiter_js_1.createLimiter; } });
@@ -73,3 +73,9 @@ var fastify_js_1 = require("./fastify.js");
 Object.defineProperty(exports, "fastifyRateLimit", { enumerable: true, get: function () { return fastify_js_1.fastifyRateLimit; } });
 var store_js_1 = require("./store.js");
 Object.defineProperty(exports, "RedisRateLimitStore", { enumerable: true, get: function () { return store_js_1.RedisRateLimitStore; } });
+var koa_js_1 = require("./koa.js");
+Object.defineProperty(exports, "koaRateLimit", { enumerable: true, get: function () { return koa_js_1.koaRateLimit; } });
+var nest_js_1 = require("./nest.js");
+Object.defineProperty(exports, "RateLimit", { enumerable: true, get: function () { return nest_js_1.RateLimit; } });
+Object.defineProperty(exports, "RateLimitGuard", { enumerable: true, get: function () { return nest_js_1.RateLimitGuard; } });
+Object.defineProperty(exports, "RATE_LIMIT_METADATA", { enumerable: true, get: function () { return nest_js_1.RATE_LIMIT_METADATA; } });

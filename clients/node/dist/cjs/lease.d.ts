@@ -25,6 +25,9 @@ export interface LeaseResult {
     /** The decision for the headers: the last claim's reply, `remaining` + the units left (at
      * most `limit`), `retryAfterMs` / `resetAfterMs` less the ms since the claim. */
     decision: Decision;
+    /** The decision the header's `t` is computed from: the claim reply's own `remaining`,
+     * aged, with this request's `allowed` (when the server gives a unit back). */
+    timing: Decision;
     /** The reply of the claim made for this request, if one was made. */
     reply?: Decision;
 }
@@ -55,7 +58,8 @@ export declare class Leases {
     take(key: string, rule: Rule, cost: number, lease: LeaseOptions): Promise<LeaseResult>;
     private takeNow;
     private setChunk;
-    /** The headers' decision: the last claim's reply with the units left. */
+    /** The headers' decisions: the last claim's reply with the units left (`r`), and as it
+     * is (`t`), aged by the time since the claim. */
     private view;
     private drop;
     /** Gives back a lease's units (when >= 1 and still in its window), then forgets it. */

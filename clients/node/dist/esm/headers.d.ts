@@ -5,6 +5,9 @@ export interface HeaderItem {
     /** The rule, for `w` and `t`; without it `w` is omitted and t = reset_after_ms. */
     rule?: Rule;
     decision: Decision;
+    /** The decision `t` is computed from, when not `decision` (a leased limit: `r` counts the
+     * units the process holds, `t` is the claim reply's own). */
+    timing?: Decision;
 }
 export interface HeaderOptions {
     /** `RateLimit-Policy` and `RateLimit` (default true). */

@@ -11,3 +11,5 @@ export { LocalRefusals } from './local.js';
 export { expressRateLimit } from './express.js';
 export { fastifyRateLimit } from './fastify.js';
 export { RedisRateLimitStore } from './store.js';
+export { koaRateLimit } from './koa.js';
+export { RateLimit, RateLimitGuard, RATE_LIMIT_METADATA } from './nest.js';

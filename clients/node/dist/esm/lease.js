@@ -51,7 +51,7 @@ export class Leases {
         if (this.closed) {
             // closed: no new lease (nothing would give it back); each request is its own command
             const d = await this.o.limiter.check(key, rule, { cost, timeoutMs: this.o.timeoutMs });
-            return { admitted: d.allowed, local: false, decision: d, reply: d };
+            return { admitted: d.allowed, local: false, decision: d, timing: d, reply: d };
         }
         const now = this.o.clockMs();
         const sig = sigOf(rule);
@@ -69,7 +69,7 @@ export class Leases {
         // 2. local
         if (l && l.units >= cost) {
             l.units -= cost;
-            return { admitted: true, local: true, decision: this.view(l, now, true) };
+            return { admitted: true, local: true, ...this.view(l, now, true) };
         }
         // 3. claim
         const ttl = opts.ttlMs ?? 1000;
@@ -98,11 +98,11 @@ export class Leases {
         }
         if (l.units >= cost) {
             l.units -= cost;
-            return { admitted: true, local: false, decision: this.view(l, now, true), reply };
+            return { admitted: true, local: false, ...this.view(l, now, true), reply };
         }
         if (l.units === 0 && granted === 0)
             this.drop(l);
-        return { admitted: false, local: false, decision: this.view(l, now, false), reply };
+        return { admitted: false, local: false, ...this.view(l, now, false), reply };
     }
     // The adaptive chunks that differ from the configured one (at most 10000 keys: the
     // oldest go first, and start again from the configured chunk).
@@ -114,11 +114,12 @@ export class Leases {
         if (this.chunks.size > 10000)
             this.chunks.delete(this.chunks.keys().next().value);
     }
-    /** The headers' decision: the last claim's reply with the units left. */
+    /** The headers' decisions: the last claim's reply with the units left (`r`), and as it
+     * is (`t`), aged by the time since the claim. */
     view(l, now, admitted) {
         const r = l.reply;
         const since = Math.max(0, now - l.claimedAt);
-        return {
+        const decision = {
             allowed: admitted,
             limit: r.limit,
             remaining: Math.min(r.limit, r.remaining + l.units),
@@ -128,6 +129,7 @@ export class Leases {
             retryAfterMs: admitted ? 0 : Math.max(1, r.retryAfterMs - since),
             resetAfterMs: Math.max(0, r.resetAfterMs - since),
         };
+        return { decision, timing: { ...decision, remaining: r.remaining } };
     }
     drop(l) {
         if (l.timer)
