@@ -107,14 +107,10 @@ def start_on_free_port(tmp: str, *extra: str) -> Tuple[int, subprocess.Popen]:
 
 
 @pytest.fixture(scope="session")
-def redis_port() -> Iterator[int]:
-    with tempfile.TemporaryDirectory() as tmp:
-        port, proc = start_on_free_port(tmp)
-        try:
-            yield port
-        finally:
-            proc.terminate()
-            proc.wait(10)
+def redis_port(ratelimit_server: Any) -> Iterator[int]:
+    """The session's server: the package's own pytest plugin (redis_ratelimit.testing),
+    which finds the module and the server from RL_MODULE / RL_SERVER here."""
+    yield ratelimit_server.port
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from .client import AsyncRateLimiter, RateLimiter, connect, connect_async
 from .headers import Item, render, reset_seconds
 from .keys import Request, by_api_key, by_ip, by_org, by_user, client_address, ip_key
 from .lease import Lease
+from .leased import AsyncLeasedLimiter, LeasedLimiter
 from .limitstr import parse_limits
 from .memory import MemoryLimiter
 from .middleware import Config, Event, Limit, Route
@@ -19,8 +20,8 @@ from .policies import (AsyncPolicies, ClusterPolicy, Policies, Policy, PolicyEnt
                        PolicyNodesError, PolicyStats, PolicyVersion)
 
 __all__ = [
-    "AllDecision", "AsyncPolicies", "AsyncRateLimiter", "ClusterPolicy", "Policies", "Policy",
-    "PolicyEntry", "PolicyInfo", "PolicyNodesError", "PolicyStats", "PolicyVersion", "Config", "Decision", "Event", "Item", "Lease", "Limit",
+    "AllDecision", "AsyncLeasedLimiter", "AsyncPolicies", "AsyncRateLimiter", "ClusterPolicy", "Policies", "Policy",
+    "PolicyEntry", "PolicyInfo", "PolicyNodesError", "PolicyStats", "PolicyVersion", "Config", "Decision", "Event", "Item", "Lease", "LeasedLimiter", "Limit",
     "MemoryLimiter", "Options", "RateLimiter", "Request", "Route", "Rule", "by_api_key",
     "by_ip", "by_org", "by_user", "client_address", "connect", "connect_async", "ip_key",
     "parse_limits", "render", "reset_seconds",
