@@ -14,7 +14,7 @@ import path from 'node:path';
 import express from 'express';
 import Fastify from 'fastify';
 import Redis from 'ioredis';
-import { createLimiter, expressRateLimit, fastifyRateLimit } from 'redis-ratelimit-module';
+import { MemoryLimiter, createLimiter, expressRateLimit, fastifyRateLimit } from 'redis-ratelimit-module';
 import { ROOT, admin, startServer } from './helpers.mjs';
 
 const CASES = path.join(ROOT, 'clients/conformance/cases');
@@ -186,7 +186,13 @@ async function expecting(e, what, fn) {
   return { value };
 }
 
+/** The second pass ("The in-memory limiter"): the limiter of the case, and whether keys
+ * and calls are checked (not in memory). */
+let api = null;
+let memoryPass = false;
+
 async function checkKeys(e, what) {
+  if (memoryPass) return;
   for (const [key, exists] of Object.entries(e?.keys ?? {})) {
     assert.equal(await adm.exists(key), exists ? 1 : 0, `${what}: key ${key} ${exists ? 'exists' : 'absent'}`);
   }
@@ -226,9 +232,7 @@ async function checkResponse({ res, text, t0, t1, seen: sent }, expect, where) {
     for (const [k, v] of Object.entries(e.body ?? {})) assert.deepEqual(body[k], v, `${seen}: body ${k}`);
     if (e.body_members) assert.deepEqual(Object.keys(body).sort(), [...e.body_members].sort(), `${seen}: body members`);
   }
-  for (const [key, exists] of Object.entries(e.keys ?? {})) {
-    assert.equal(await adm.exists(key), exists ? 1 : 0, `${seen}: key ${key} ${exists ? 'exists' : 'absent'}`);
-  }
+  await checkKeys(e, seen);
 }
 
 /** The responses of `async` request steps not awaited yet (name -> promise), per case. */
@@ -249,7 +253,7 @@ export function moduleCalls(info) {
 
 async function runStep(step, proc, where) {
   if (step.advance_ms !== undefined) {
-    await adm.call('RL.CLOCK', 'ADVANCE', String(step.advance_ms));
+    if (!memoryPass) await adm.call('RL.CLOCK', 'ADVANCE', String(step.advance_ms));
     caseClock += step.advance_ms;
     return;
   }
@@ -258,6 +262,7 @@ async function runStep(step, proc, where) {
     return;
   }
   if (step.rl_calls !== undefined) {
+    if (memoryPass) return;
     assert.equal(moduleCalls(await adm.info('commandstats')), step.rl_calls, `${where}: calls of the module's commands`);
     return;
   }
@@ -306,7 +311,7 @@ async function runStep(step, proc, where) {
     // the first five fields of the reply
     const e = step.expect ?? {};
     const what = `${where}: api allow ${step.key} ${step.policy}`;
-    const r = await expecting(e, what, () => limiter.allow(step.key, step.policy, rateOptions(step.opts)));
+    const r = await expecting(e, what, () => api.allow(step.key, step.policy, rateOptions(step.opts)));
     if (!r.failed && e.reply !== undefined) assert.deepEqual(asArray(r.value).slice(0, e.reply.length), e.reply, what);
     await checkKeys(e, what);
     return;
@@ -314,7 +319,7 @@ async function runStep(step, proc, where) {
   if (step.api === 'all') {
     const e = step.expect ?? {};
     const what = `${where}: api all`;
-    const r = await expecting(e, what, () => limiter.all(step.rules.map((x) => ({
+    const r = await expecting(e, what, () => api.all(step.rules.map((x) => ({
       key: x.key, ...(x.policy !== undefined ? { policy: x.policy } : { rule: toRule(x.rule) }),
       ...(x.cost !== undefined ? { cost: x.cost } : {}),
       ...(x.reserve !== undefined ? { reserve: x.reserve } : {}),
@@ -330,7 +335,7 @@ async function runStep(step, proc, where) {
   if (step.api === 'rate') {
     const e = step.expect ?? {};
     const what = `${where}: api rate ${step.key}`;
-    const r = await expecting(e, what, () => limiter.check(step.key, toRule(step.rule), rateOptions(step.opts)));
+    const r = await expecting(e, what, () => api.check(step.key, toRule(step.rule), rateOptions(step.opts)));
     if (!r.failed && e.reply !== undefined) assert.deepEqual(asArray(r.value).slice(0, e.reply.length), e.reply, what);
     await checkKeys(e, what);
     return;
@@ -338,7 +343,40 @@ async function runStep(step, proc, where) {
   throw new Error(`conformance: unknown step ${JSON.stringify(step)}`);
 }
 
+/** Whether a case runs in the in-memory pass too (the conformance README's "The in-memory
+ * limiter"): only non-async requests, advance_ms, rl_calls and api rate/all steps; no
+ * policy, wait_ms, block_ms, lease or local_refusals; opts only cost, dryrun, reserve,
+ * partial; not opted out with "memory": false. */
+export function inMemoryPass(c) {
+  if (c.memory === false || c.policies?.length) return false;
+  const config = c.config ?? {};
+  if (config.local_refusals !== undefined && config.local_refusals !== false) return false;
+  const limits = [...(config.limits ?? []), ...(config.routes ?? []).flatMap((r) => r.limits || [])];
+  if (limits.some((l) => l.policy !== undefined || l.wait_ms !== undefined || l.block_ms !== undefined || l.lease !== undefined)) return false;
+  const OPTS = new Set(['cost', 'dryrun', 'reserve', 'partial']);
+  return (c.steps ?? []).every((s) => {
+    if (s.request) return s.async === undefined;
+    if (s.advance_ms !== undefined || s.rl_calls !== undefined) return true;
+    if (s.api === 'rate') return Object.keys(s.opts ?? {}).every((k) => OPTS.has(k));
+    if (s.api === 'all') return s.rules.every((r) => r.policy === undefined);
+    return false;
+  });
+}
+
+async function runMemoryCase(c, framework) {
+  caseClock = c.clock_ms;
+  memoryPass = true;
+  const memory = new MemoryLimiter({ now: () => caseClock });
+  api = createLimiter(memory);
+  try {
+    await runSteps(c, framework, api);
+  } finally {
+    memoryPass = false;
+  }
+}
+
 async function runCase(c, framework) {
+  api = limiter;
   await adm.flushdb();
   await adm.call('RL.CLOCK', 'SET', String(c.clock_ms));
   caseClock = c.clock_ms;
@@ -351,13 +389,16 @@ async function runCase(c, framework) {
   await adm.config('RESETSTAT');
   // a new process per case: no policy rule cached from another case
   limiter.policyRules.clear();
-  // processes ("process": "p2"): each its own app and middleware, built on first use
+  await runSteps(c, framework, limiter);
+}
+
+async function runSteps(c, framework, lim) {  // processes ("process": "p2"): each its own app and middleware, built on first use
   const procs = new Map();
   const closedProcs = new Set();
   const proc = async (name, closing = false) => {
     assert.ok(!closedProcs.has(name), `${c.name}: process ${name} used after its close`);
     if (closing) closedProcs.add(name);
-    if (!procs.has(name)) procs.set(name, await FRAMEWORKS[framework](toOptions(c.config ?? {}), c.mount ?? ''));
+    if (!procs.has(name)) procs.set(name, await FRAMEWORKS[framework](toOptions(c.config ?? {}, lim), c.mount ?? ''));
     return procs.get(name);
   };
   pendingRequests.clear();
@@ -387,6 +428,11 @@ for (const file of files) {
     });
     for (const framework of Object.keys(FRAMEWORKS)) {
       test(`${file}: ${c.name} [${framework}]`, () => runCase(c, framework));
+    }
+    if (inMemoryPass(c)) {
+      // the second pass: the in-memory limiter in place of Redis (one framework is enough:
+      // the middleware is the same, the limiter differs)
+      test(`${file}: ${c.name} [express, in memory]`, () => runMemoryCase(c, 'express'));
     }
   }
 }
