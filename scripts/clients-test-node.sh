@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The Node client's test suite: clients/node (npm package redis-ratelimit-module), node --test over
-# real HTTP (Express, Fastify, express-rate-limit) and real servers with the module loaded
-# with `test-clock yes` (each test file starts its own redis-server on a free 127.0.0.1 port;
-# the cluster test a 3-node cluster of the same binary, with redis-cli --cluster create).
+# real HTTP (Express, Fastify, Koa, NestJS, express-rate-limit) and real servers with the
+# module loaded with `test-clock yes` (each test file starts its own redis-server on a free
+# 127.0.0.1 port with the package's own helper, redis-ratelimit-module/testing; the cluster
+# test a 3-node cluster of the same binary, with redis-cli --cluster create). The conformance
+# spec runs a second time on the in-memory limiter.
 #
 # Usage: scripts/clients-test-node.sh        (from anywhere)
 #
