@@ -132,7 +132,7 @@ def config_of(spec: Dict[str, Any], clock_ms: Any = None) -> Config:
 # ---------------------------------------------------------------- the apps
 
 
-def flask_app(redis_url: str, cfg: Config, mount: str) -> Any:
+def flask_app(redis_url: Any, cfg: Config, mount: str) -> Any:
     from flask import Flask
     from werkzeug.middleware.dispatcher import DispatcherMiddleware
 
@@ -149,14 +149,15 @@ def flask_app(redis_url: str, cfg: Config, mount: str) -> Any:
         return app
 
     app = ok_app("limited")
-    mw = RateLimitMiddleware(app.wsgi_app, redis=connect(redis_url, 1.0), config=cfg)
+    client = connect(redis_url, 1.0) if isinstance(redis_url, str) else redis_url
+    mw = RateLimitMiddleware(app.wsgi_app, redis=client, config=cfg)
     app.wsgi_app = mw  # type: ignore
     if not mount:
         return app, mw
     return DispatcherMiddleware(ok_app("outside"), {mount: app}), mw
 
 
-def fastapi_app(redis_url: str, cfg: Config, mount: str) -> Any:
+def fastapi_app(redis_url: Any, cfg: Config, mount: str) -> Any:
     from fastapi import FastAPI
     from fastapi.responses import PlainTextResponse
     from starlette.applications import Starlette
@@ -174,7 +175,8 @@ def fastapi_app(redis_url: str, cfg: Config, mount: str) -> Any:
     app = FastAPI()
     app.add_api_route("/{path:path}", fastapi_ok, methods=METHODS)
     # the middleware wraps the app (as add_middleware does), kept to close it
-    mw = RateLimitMiddleware(app, redis=connect_async(redis_url, 1.0), config=cfg)
+    client = connect_async(redis_url, 1.0) if isinstance(redis_url, str) else redis_url
+    mw = RateLimitMiddleware(app, redis=client, config=cfg)
     if not mount:
         return mw, mw
     return Starlette(routes=[Mount(mount, app=mw),
@@ -292,16 +294,61 @@ def check_api_result(step: Dict[str, Any], res: Any, where: str) -> None:
         assert got[:len(exp["reply"])] == exp["reply"], f"{where}: {got} != {exp['reply']}"
 
 
+MEMORY_OPTS = {"cost", "dryrun", "reserve", "partial"}
+
+
+def memory_eligible(case: Dict[str, Any]) -> bool:
+    """The cases of the in-memory pass (the README's "The in-memory limiter"): only
+    non-async requests, advance_ms, api rate/all steps (and rl_calls, not checked there);
+    no policy, wait_ms, block_ms, lease or local_refusals; opts only cost, dryrun, reserve,
+    partial; not opted out with "memory": false."""
+    if case.get("memory") is False:
+        return False
+    cfg = case["config"]
+    if "local_refusals" in cfg:
+        return False
+    lims = list(cfg.get("limits", []))
+    for r in cfg.get("routes", []):
+        lims += r["limits"] or []
+    if any(k in lim for lim in lims for k in ("policy", "wait_ms", "block_ms", "lease")):
+        return False
+    for st in case["steps"]:
+        if "request" in st:
+            if "async" in st or st.get("process", "p1") != "p1":
+                return False
+        elif "api" in st:
+            if st["api"] not in ("rate", "all") or set(st.get("opts", {})) - MEMORY_OPTS:
+                return False
+            if any("policy" in x for x in st.get("rules", [])):
+                return False
+        elif not ("advance_ms" in st or "rl_calls" in st):
+            return False
+    return True
+
+
+PASSES = [(b, c) for c in [c for _, c in CASES] for b in ("redis", "memory")
+          if b == "redis" or memory_eligible(c)]
+
+
 @pytest.mark.parametrize("framework", FRAMEWORKS)
-@pytest.mark.parametrize("case", [c for _, c in CASES], ids=[f"{s}:{c['name']}" for s, c in CASES])
-def test_conformance(case, framework, r, redis_port, serve_wsgi, serve_asgi, http):
-    url = f"redis://127.0.0.1:{redis_port}/0"
+@pytest.mark.parametrize("backend,case", PASSES,
+                         ids=[f"{b}:{c['name']}" for b, c in PASSES])
+def test_conformance(backend, case, framework, r, redis_port, serve_wsgi, serve_asgi, http):
+    """``backend`` "memory": the second pass, the in-memory limiter in place of Redis (the
+    package's MemoryClient, on the case's clock); keys and rl_calls are not checked."""
+    from redis_ratelimit.memory import AsyncMemoryClient, MemoryClient, MemoryLimiter
+
+    memory = backend == "memory"
+    url: Any = f"redis://127.0.0.1:{redis_port}/0"
     r.flushdb()
     r.execute_command("RL.CLOCK", "SET", case["clock_ms"])
     reset_policies(r, case.get("policies", []))
     r.execute_command("CONFIG", "RESETSTAT")
     clock = [case["clock_ms"]]  # the package clock: the case's test clock
     cfg = config_of(case["config"], lambda: clock[0])
+    if memory:
+        limiter = MemoryLimiter(clock=lambda: clock[0] * 1000)
+        url = MemoryClient(limiter) if framework == "flask" else AsyncMemoryClient(limiter)
     mount = case.get("mount", "")
     # processes: each its own app and middleware, same config, built on first use
     procs: Dict[str, Tuple[str, Any]] = {}
@@ -339,16 +386,19 @@ def test_conformance(case, framework, r, redis_port, serve_wsgi, serve_asgi, htt
         for name, value in exp.get("headers", {}).items():
             check_header(resp.headers.get(name), value, t0, t1, f"{where}: header {name}")
         check_body(resp.text, exp, where)
-        check_keys(r, exp, where)
+        if not memory:
+            check_keys(r, exp, where)
 
     try:
         for i, step in enumerate(case["steps"]):
-            where = f"{case['name']} [{framework}] step {i}"
+            where = f"{case['name']} [{framework}, {backend}] step {i}"
             if "advance_ms" in step:
                 r.execute_command("RL.CLOCK", "ADVANCE", step["advance_ms"])
                 clock[0] += step["advance_ms"]
                 continue
             if "rl_calls" in step:
+                if memory:
+                    continue
                 got = rl_calls(r)
                 assert got == step["rl_calls"], f"{where}: {got} module calls, not {step['rl_calls']}"
                 continue
@@ -382,7 +432,10 @@ def test_conformance(case, framework, r, redis_port, serve_wsgi, serve_asgi, htt
                 continue
             if "api" in step:
                 try:
-                    if is_async:
+                    if memory:
+                        res, err = asyncio.run(api_call(RateLimiter(MemoryClient(limiter)), step,
+                                                        False)), None
+                    elif is_async:
                         res, err = asyncio.run(api_call_async(redis_port, step)), None
                     else:
                         res, err = asyncio.run(api_call(api, step, False)), None
@@ -391,7 +444,8 @@ def test_conformance(case, framework, r, redis_port, serve_wsgi, serve_asgi, htt
                 check_error(step["expect"], err, where)
                 if err is None:
                     check_api_result(step, res, where)
-                check_keys(r, step["expect"], where)
+                if not memory:
+                    check_keys(r, step["expect"], where)
                 continue
             req = step["request"]
             base = base_of(step, where)

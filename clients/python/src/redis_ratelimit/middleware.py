@@ -649,8 +649,8 @@ class Engine:
                 err = res
                 if lim.fallback is not None:
                     fb = lim.fallback
-                    # the in-memory limiter takes 1 <= cost <= limit: a peek spends 1 there
-                    cost = min(max(call.rule.cost, 1), fb.limit)
+                    # a cost above the fallback rule's limit spends that whole limit
+                    cost = min(call.rule.cost, fb.limit)
                     if cost != fb.cost:
                         fb = fb.with_options(cost=cost)
                     res, source = cfg.memory.decide(call.key, fb), "fallback"
