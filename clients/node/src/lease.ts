@@ -88,6 +88,7 @@ export class Leases {
   private readonly chunks = new Map<string, number>();
   private readonly locks = new Map<string, Promise<unknown>>();
   private closed = false;
+  private takes = 0;
 
   constructor(private readonly o: LeasesOptions) {}
 
@@ -120,6 +121,11 @@ export class Leases {
       return { admitted: d.allowed, local: false, decision: d, timing: d, reply: d };
     }
     const now = this.o.clockMs();
+    // Every 256 requests: forget the lapsed leases that hold nothing (no call: nothing to
+    // give back), so that without timers the map does not keep every key ever seen.
+    if (++this.takes % 256 === 0) {
+      for (const x of this.leases.values()) if (x.units === 0 && x.expiresAt <= now && !this.locks.has(x.key)) this.drop(x);
+    }
     const sig = sigOf(rule);
     let l = this.leases.get(key);
     // the rule changed (a limit computed per request): give back under the old rule

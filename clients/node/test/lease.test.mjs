@@ -186,3 +186,14 @@ test('per-request costs and rules from functions, allow lists', async (t) => {
   assert.equal(ops.headers.get('RateLimit'), null);
   assert.equal(await redis.exists('rl:tokens:ops'), 0);
 });
+
+test('without timers, lapsed leases that hold nothing are forgotten (the map stays bounded)', async (t) => {
+  let now = NOW_MS;
+  const { mw, call } = await proc({ clockMs: () => now, leaseTimers: false,
+    limits: [{ name: 'user', rule: GCRA, key: user, lease: { chunk: 1, ttlMs: 1000 } }] }, t);
+  for (let i = 0; i < 300; i++) assert.equal((await call({ 'x-user': `u${i}` })).status, 200);
+  assert.equal(mw.guard.leases().length, 300);
+  now += 1000;
+  for (let i = 300; i < 512; i++) await call({ 'x-user': 'zed' });
+  assert.ok(mw.guard.leases().length <= 2, `${mw.guard.leases().length} leases left`);
+});

@@ -27,6 +27,7 @@ class Leases {
     chunks = new Map();
     locks = new Map();
     closed = false;
+    takes = 0;
     constructor(o) {
         this.o = o;
     }
@@ -57,6 +58,13 @@ class Leases {
             return { admitted: d.allowed, local: false, decision: d, timing: d, reply: d };
         }
         const now = this.o.clockMs();
+        // Every 256 requests: forget the lapsed leases that hold nothing (no call: nothing to
+        // give back), so that without timers the map does not keep every key ever seen.
+        if (++this.takes % 256 === 0) {
+            for (const x of this.leases.values())
+                if (x.units === 0 && x.expiresAt <= now && !this.locks.has(x.key))
+                    this.drop(x);
+        }
         const sig = sigOf(rule);
         let l = this.leases.get(key);
         // the rule changed (a limit computed per request): give back under the old rule

@@ -48,6 +48,7 @@ export declare class Leases {
     private readonly chunks;
     private readonly locks;
     private closed;
+    private takes;
     constructor(o: LeasesOptions);
     /** The leases held now. */
     snapshot(): LeaseState[];

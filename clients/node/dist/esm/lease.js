@@ -24,6 +24,7 @@ export class Leases {
     chunks = new Map();
     locks = new Map();
     closed = false;
+    takes = 0;
     constructor(o) {
         this.o = o;
     }
@@ -54,6 +55,13 @@ export class Leases {
             return { admitted: d.allowed, local: false, decision: d, timing: d, reply: d };
         }
         const now = this.o.clockMs();
+        // Every 256 requests: forget the lapsed leases that hold nothing (no call: nothing to
+        // give back), so that without timers the map does not keep every key ever seen.
+        if (++this.takes % 256 === 0) {
+            for (const x of this.leases.values())
+                if (x.units === 0 && x.expiresAt <= now && !this.locks.has(x.key))
+                    this.drop(x);
+        }
         const sig = sigOf(rule);
         let l = this.leases.get(key);
         // the rule changed (a limit computed per request): give back under the old rule
