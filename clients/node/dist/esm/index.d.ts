@@ -27,3 +27,5 @@ export { koaRateLimit } from './koa.js';
 export type { KoaMiddleware, KoaOptions } from './koa.js';
 export { RateLimit, RateLimitGuard, RATE_LIMIT_METADATA } from './nest.js';
 export type { NestGuardOptions } from './nest.js';
+export { RateLimitedError, createRateLimiter } from './consume.js';
+export type { ConsumeResult, RateLimiter, RateLimiterOptions } from './consume.js';

@@ -13,3 +13,4 @@ export { fastifyRateLimit } from './fastify.js';
 export { RedisRateLimitStore } from './store.js';
 export { koaRateLimit } from './koa.js';
 export { RateLimit, RateLimitGuard, RATE_LIMIT_METADATA } from './nest.js';
+export { RateLimitedError, createRateLimiter } from './consume.js';
