@@ -558,7 +558,7 @@ class Engine:
         now = self.config.clock_ms()
         items: List[Item] = []
         for call in plan.calls:
-            if call.shadow or _waits(call) or not isinstance(call.rule, Rule):
+            if call.shadow or _waits(call):
                 continue
             hit = self.local.check((call.limit.name, call.key), call.rule.cost, now)
             if hit is None:
