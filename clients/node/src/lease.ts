@@ -187,10 +187,10 @@ export class Leases {
       allowed: admitted,
       limit: r.limit,
       remaining: Math.min(r.limit, r.remaining + l.units),
-      // refused with the claim granting some units (fewer than the cost): not a refusal by
-      // the module, so it says no time; the request can be retried at once with the units
-      // held plus the next claim's
-      retryAfterMs: admitted ? 0 : Math.max(1, r.retryAfterMs - since),
+      // a refused claim's retry_after_ms, less the time since (not below 0: a claim that
+      // granted fewer units than the cost says 0, retry at once with the units held plus
+      // the next claim's)
+      retryAfterMs: admitted ? 0 : Math.max(0, r.retryAfterMs - since),
       resetAfterMs: Math.max(0, r.resetAfterMs - since),
     };
     return { decision, timing: { ...decision, remaining: r.remaining } };

@@ -197,3 +197,19 @@ test('without timers, lapsed leases that hold nothing are forgotten (the map sta
   for (let i = 300; i < 512; i++) await call({ 'x-user': 'zed' });
   assert.ok(mw.guard.leases().length <= 2, `${mw.guard.leases().length} leases left`);
 });
+
+test('a claim that grants fewer units than the cost refuses, and the units stay for a smaller request', async (t) => {
+  const rule = { algorithm: 'gcra', burst: 5, count: 5, periodMs: 1_000_000 };
+  const limits = [{ name: 'user', rule, key: user, cost: (ctx) => Number(ctx.headers['x-cost'] ?? 1), lease: { chunk: 2, ttlMs: 600_000 } }];
+  const p1 = await proc({ limits, leaseTimers: false }, t);
+  const p2 = await proc({ limits, leaseTimers: false }, t);
+  assert.equal((await p1.call({ 'x-user': 'alice' })).status, 200); // claims 2, holds 1
+  const short = await p2.call({ 'x-user': 'alice', 'x-cost': '4' }); // claims 4, granted 3
+  assert.equal(short.status, 429);
+  assert.equal(short.headers.get('Retry-After'), '0', 'not the module\'s refusal: retry at once');
+  assert.equal(short.headers.get('RateLimit'), '"user";r=3;t=0');
+  assert.deepEqual(p2.mw.guard.leases().map((l) => l.units), [3]);
+  const before = await calls();
+  assert.equal((await p2.call({ 'x-user': 'alice', 'x-cost': '3' })).status, 200);
+  assert.equal(await calls(), before, 'admitted from the units held, no call');
+});
