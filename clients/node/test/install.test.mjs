@@ -25,12 +25,14 @@ function project(name) {
   fs.writeFileSync(path.join(dir, 'use.cjs'), `const rl = require('redis-ratelimit-module');
 const { createLimiter, expressRateLimit, fastifyRateLimit, RedisRateLimitStore, rateLimitHeaders } = rl;
 if (typeof createLimiter !== 'function' || typeof expressRateLimit !== 'function' || typeof fastifyRateLimit !== 'function'
-  || typeof RedisRateLimitStore !== 'function') throw new Error('missing export');
+  || typeof RedisRateLimitStore !== 'function' || typeof rl.koaRateLimit !== 'function' || typeof rl.RateLimitGuard !== 'function'
+  || typeof rl.createRateLimiter !== 'function' || typeof require('redis-ratelimit-module/testing').startServer !== 'function') throw new Error('missing export');
 console.log('cjs', rateLimitHeaders([{ name: 'p', decision: { allowed: true, limit: 2, remaining: 1, retryAfterMs: 0, resetAfterMs: 1000 } }]).RateLimit);
 `);
   fs.writeFileSync(path.join(dir, 'use.mjs'), `import { createLimiter, addressKey } from 'redis-ratelimit-module';
 import * as all from 'redis-ratelimit-module';
-if (typeof createLimiter !== 'function' || typeof all.MemoryLimiter !== 'function') throw new Error('missing export');
+import { startServer } from 'redis-ratelimit-module/testing';
+if (typeof createLimiter !== 'function' || typeof all.MemoryLimiter !== 'function' || typeof startServer !== 'function') throw new Error('missing export');
 console.log('esm', addressKey('2001:db8::1'));
 `);
   return dir;
@@ -62,7 +64,9 @@ const d: Decision = { allowed: true, limit: 1, remaining: 0, retryAfterMs: 0, re
 export const f = (c: unknown) => createLimiter(c).gcra('k', { burst: 1, count: 1, periodMs: 1 }).then((x) => x.allowed && d.allowed);
 `);
   fs.writeFileSync(path.join(dir, 'b.cts'), `import rl = require('redis-ratelimit-module');
+import testing = require('redis-ratelimit-module/testing');
 export const g = (c: unknown): Promise<rl.Info | null> => rl.createLimiter(c).info('k');
+export const h = (): Promise<number> => testing.startServer({ testClock: true }).then((s) => s.port);
 `);
   fs.writeFileSync(path.join(dir, 'tsconfig.json'), JSON.stringify({
     compilerOptions: { module: 'nodenext', moduleResolution: 'nodenext', strict: true, noEmit: true, types: [],
