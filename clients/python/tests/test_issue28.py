@@ -149,6 +149,27 @@ def test_lease_rule_change_gives_back(ratelimit_server, ratelimit_redis, serve_w
                               lease=Lease(2))])
 
 
+def test_lease_peek_claims_nothing(ratelimit_server, ratelimit_redis, serve_wsgi, http):
+    """Cost 0 on a leased limit is a peek: without a lease it is sent as COST 0 (nothing
+    claimed); with one it is answered from the lease."""
+    clock = Clock(ratelimit_server)
+    rule = Rule.fixed(10, 60_000)
+    cfg = Config(limits=[Limit("user", rule, by_user, lease=Lease(4, 30_000),
+                               cost=lambda req: int(req.header("x-cost") or 1))],
+                 clock_ms=clock, lease_sweep_ms=0)
+    app, mw = flask_app(ratelimit_server, cfg)
+    url = serve_wsgi(app).url
+    r = http.get(url + "/", headers={"x-user": "pk", "x-cost": "0"})
+    assert r.status_code == 200 and r.headers["RateLimit"] == '"user";r=10;t=0'
+    assert ratelimit_server.calls() == 1 and not ratelimit_redis.exists("rl:user:pk")
+    http.get(url + "/", headers={"x-user": "pk"})  # claims 4, holds 3
+    r = http.get(url + "/", headers={"x-user": "pk", "x-cost": "0"})
+    assert r.headers["RateLimit"] == '"user";r=9;t=60'  # from the lease: 6 + 3
+    assert ratelimit_server.calls() == 2
+    mw.close()
+    assert peek(ratelimit_redis, "rl:user:pk", rule)[2] == 9
+
+
 def test_lease_lapse_given_back_without_traffic_wsgi(ratelimit_server, ratelimit_redis,
                                                      serve_wsgi, http):
     """The background sweep gives a lapsed lease back with no request for it."""

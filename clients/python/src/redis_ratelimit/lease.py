@@ -191,6 +191,9 @@ class Leases:
             if st is None:
                 st = self._table[k] = _State(_base(rule), 1 if lease.adaptive else lease.chunk)
                 st.adaptive = lease.adaptive
+        if st.units == 0:  # an adaptive lease's state outlives its units: the rule may be new
+            st.rule = _base(rule)
+            st.window_end = None
         granted = reply.granted or 0
         st.units += granted
         st.reply = reply

@@ -910,6 +910,8 @@ def lease_sync(engine: Engine, client: Any, call: Call) -> Decision:
             return d
         if engine.circuit_open():
             raise CircuitOpen("Redis failed recently")
+        if rule.cost == 0:  # a peek claims nothing
+            return rule.parse(client.execute_command(*rule.command_args(call.key)))
         crule, args = leases.claim(k, rule, rule.cost, lim.lease)
         reply = crule.parse(client.execute_command(*args))
         return leases.claimed(k, rule, reply, rule.cost, lim.lease, now)
@@ -931,6 +933,8 @@ async def lease_async(engine: Engine, client: Any, call: Call) -> Decision:
             return d
         if engine.circuit_open():
             raise CircuitOpen("Redis failed recently")
+        if rule.cost == 0:  # a peek claims nothing
+            return rule.parse(await client.execute_command(*rule.command_args(call.key)))
         crule, args = leases.claim(k, rule, rule.cost, lim.lease)
         reply = crule.parse(await client.execute_command(*args))
         return leases.claimed(k, rule, reply, rule.cost, lim.lease, now)
