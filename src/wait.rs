@@ -517,7 +517,8 @@ impl Job for NoJob {
 /// `due`: the instant the timer was set for. A timer fires up to a millisecond or two after
 /// it (the server's timers count whole ms): the waiter it was set for is admitted as of that
 /// instant, so a rule with no burst to spare keeps its exact rate instead of losing the
-/// timer's lateness at every step.
+/// timer's lateness at every step; the next timer counts from the real clock, so lateness
+/// does not add up either.
 fn process(ctx: Ctx, k: &QKey, due: Option<u64>) {
     if rm::context_flags(ctx) & redis_module::raw::REDISMODULE_CTX_FLAGS_CLUSTER != 0
         && redirect_if_moved(ctx, k)
@@ -561,7 +562,7 @@ fn process(ctx: Ctx, k: &QKey, due: Option<u64>) {
                 let taken = q.remove(id);
                 if let Some((_, freed)) = &taken {
                     for f in freed.iter().filter(|f| *f != k) {
-                        schedule(ctx, &mut q, f, now, now);
+                        schedule(ctx, &mut q, f, real_now, real_now);
                     }
                 }
                 taken
@@ -584,7 +585,7 @@ fn process(ctx: Ctx, k: &QKey, due: Option<u64>) {
             // still runs out here.
             let mut q = queues();
             let at = deadline(&q, k);
-            schedule(ctx, &mut q, k, at, now);
+            schedule(ctx, &mut q, k, at, real_now);
             return;
         }
         let Some(out) = decide_waiter(ctx, id, true, &[], now) else {
@@ -595,7 +596,7 @@ fn process(ctx: Ctx, k: &QKey, due: Option<u64>) {
                 let mut q = queues();
                 let at = now.saturating_add(v.retry_after_ms().saturating_mul(1000));
                 let at = at.min(deadline(&q, k));
-                schedule(ctx, &mut q, k, at.max(now + 1), now);
+                schedule(ctx, &mut q, k, at.max(now + 1), real_now);
                 return;
             }
             other => {
@@ -607,7 +608,7 @@ fn process(ctx: Ctx, k: &QKey, due: Option<u64>) {
                     let taken = q.remove(id);
                     if let Some((_, freed)) = &taken {
                         for f in freed.iter().filter(|f| *f != k) {
-                            schedule(ctx, &mut q, f, now, now);
+                            schedule(ctx, &mut q, f, real_now, real_now);
                         }
                     }
                     taken
