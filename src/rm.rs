@@ -359,6 +359,49 @@ pub fn config_get(ctx: Ctx, name: &CStr) -> Option<Vec<u8>> {
     out
 }
 
+/// Whether this node serves a key now (Redis Cluster).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Served {
+    Here,
+    /// Its slot is another node's, or the key moved out of a migrating slot.
+    Elsewhere,
+    /// The cluster is down.
+    Down,
+}
+
+/// Whether this node serves `key` (in the selected database) now: the server's own routing
+/// check, which a module's call of a keyed command goes through on a cluster node.
+pub fn key_served(ctx: Ctx, key: &RStr) -> Served {
+    let reply =
+        api!(RedisModule_Call(ctx, c"EXISTS".as_ptr(), c"s".as_ptr(), key.0) else ptr::null_mut());
+    if !reply.is_null() {
+        api!(RedisModule_FreeCallReply(reply) else ());
+        return Served::Here;
+    }
+    match std::io::Error::last_os_error().raw_os_error() {
+        // EPERM (EACCES before Redis 7.2).
+        Some(libc::EPERM) | Some(libc::EACCES) => Served::Elsewhere,
+        Some(libc::ENETDOWN) | Some(libc::EROFS) => Served::Down,
+        _ => Served::Here,
+    }
+}
+
+/// `CLUSTER NODES` as the server answers it (None where it does not).
+pub fn cluster_nodes(ctx: Ctx) -> Option<Vec<u8>> {
+    let reply = api!(RedisModule_Call(ctx, c"CLUSTER".as_ptr(), c"c".as_ptr(), c"NODES".as_ptr()) else ptr::null_mut());
+    if reply.is_null() {
+        return None;
+    }
+    let mut len: usize = 0;
+    let p = api!(RedisModule_CallReplyStringPtr(reply, &mut len) else ptr::null());
+    let out = (!p.is_null()).then(|| {
+        // SAFETY: the server returned `len` bytes at `p`, alive until the reply is freed.
+        unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) }.to_vec()
+    });
+    api!(RedisModule_FreeCallReply(reply) else ());
+    out
+}
+
 /// What [`on_loading`] calls at the start of a full load of the dataset.
 static ON_LOADING: OnceLock<fn()> = OnceLock::new();
 

@@ -204,7 +204,7 @@ commands! {
     All: c"rl.all" => all::all, MANY, -4,
         c"Checks several limits and spends them all or none, atomically",
         c"O(N) where N is the number of rules",
-        &[Arg::NumKeys, Arg::Many(c"rule"), Arg::DryRun];
+        &[Arg::NumKeys, Arg::Many(c"rule"), Arg::DryRun, Arg::OptPair(c"WAIT", c"ms")];
     Info: c"rl.info" => info::info, READ, 2,
         c"Shows a rate-limit key's algorithm, stored state and TTL", c"O(1)",
         &[Arg::Key(c"key")];

@@ -59,31 +59,111 @@ const MAX_LATE_US: u64 = 5_000;
 /// A key: its database and name.
 type QKey = (c_int, Vec<u8>);
 
-/// One blocked request.
-pub struct Waiter {
-    bc: BlockedClient,
-    key: OwnedStr,
-    db: c_int,
+/// A waiter's request, decided again each time it is woken: one key's (a rate command,
+/// `RL.ACQUIRE`, `RL.ALLOW`) or several keys' at once (`RL.ALL`, in `commands/all.rs`).
+pub trait Job: Send + 'static {
+    /// Its keys (in the database it was called in), each with the units it holds back
+    /// there from later requests.
+    fn keys(&self) -> &[(OwnedStr, u64)];
+    /// Its request decided at `now_us` with `ahead[i]` units of earlier waiters reserved on
+    /// key `i`: committing (the write, its expiry and its effect happen now) when `commit`.
+    fn decide(&self, ctx: Ctx, commit: bool, ahead: &[u64], now_us: u64) -> Result<Verdict, Error>;
+}
+
+/// A woken waiter's decision: whether it admits, when it would, and its reply.
+pub trait Answered: Send + 'static {
+    fn allowed(&self) -> bool;
+    /// How long until it would be admitted (refused).
+    fn retry_after_ms(&self) -> u64;
+    /// Turns it into a refusal (a waiter whose time ran out is refused, whatever it says).
+    fn refuse(&mut self);
+    /// Replies with `waited_ms`.
+    fn reply(&self, ctx: Ctx, waited_ms: u64);
+}
+
+pub type Verdict = Box<dyn Answered>;
+
+impl Answered for Outcome {
+    fn allowed(&self) -> bool {
+        self.decision.allowed
+    }
+    fn retry_after_ms(&self) -> u64 {
+        self.decision.retry_after_ms
+    }
+    fn refuse(&mut self) {
+        self.decision.allowed = false;
+    }
+    fn reply(&self, ctx: Ctx, waited_ms: u64) {
+        reply_waited(ctx, self, waited_ms);
+    }
+}
+
+/// One key's request (a rate command, `RL.ACQUIRE`, `RL.ALLOW`).
+struct One {
+    key: [(OwnedStr, u64); 1],
     rule: Rule,
     /// Committing; its reserve is the caller's own.
     req: Request,
     /// How a key of another algorithm is met (`RL.ALLOW`: started afresh).
     restart: bool,
+}
+
+impl Job for One {
+    fn keys(&self) -> &[(OwnedStr, u64)] {
+        &self.key
+    }
+
+    fn decide(&self, ctx: Ctx, commit: bool, ahead: &[u64], now: u64) -> Result<Verdict, Error> {
+        let [(name, _)] = &self.key;
+        let ahead = ahead.first().copied().unwrap_or(0);
+        let req = Request {
+            commit,
+            reserve: self.req.reserve.saturating_add(ahead),
+            ..self.req
+        };
+        let mut txn = Txn::open(ctx, name, commit, now);
+        let other = if self.restart {
+            Other::Restart
+        } else {
+            Other::Refuse
+        };
+        Ok(Box::new(request_in(&mut txn, &self.rule, &req, other)?))
+    }
+}
+
+/// One blocked client.
+pub struct Waiter {
+    bc: BlockedClient,
+    db: c_int,
+    job: Box<dyn Job>,
     started_us: u64,
     deadline_us: u64,
 }
 
 impl Waiter {
-    /// The units it holds back from later requests.
-    fn units(&self) -> u64 {
-        self.req.cost()
+    /// The units it holds back on key `name`.
+    fn units_on(&self, name: &[u8]) -> u64 {
+        self.job
+            .keys()
+            .iter()
+            .filter(|(k, _)| rm::bytes(k) == name)
+            .map(|(_, u)| *u)
+            .sum()
+    }
+
+    fn qkeys(&self) -> impl Iterator<Item = QKey> + '_ {
+        self.job
+            .keys()
+            .iter()
+            .map(|(k, _)| (self.db, rm::bytes(k).to_vec()))
     }
 }
 
 #[derive(Default)]
 struct Queue {
     id: u64,
-    waiters: VecDeque<Waiter>,
+    /// Its waiters (their ids), in arrival order.
+    waiters: VecDeque<u64>,
     /// The pending timer and the module time it was set for.
     timer: Option<(u64, u64)>,
 }
@@ -92,10 +172,60 @@ struct Queue {
 struct Queues {
     by_key: HashMap<QKey, Queue>,
     by_id: HashMap<u64, QKey>,
-    by_client: HashMap<BlockedClient, QKey>,
+    waiters: HashMap<u64, Waiter>,
+    by_client: HashMap<BlockedClient, u64>,
     next_id: u64,
     /// The timer that processes every queue (a clock move), if one is pending.
     all_timer: Option<u64>,
+}
+
+impl Queues {
+    /// The units the waiters of `k` hold back, those before waiter `upto` only when given.
+    fn units(&self, k: &QKey, upto: Option<u64>) -> u64 {
+        let Some(queue) = self.by_key.get(k) else {
+            return 0;
+        };
+        queue
+            .waiters
+            .iter()
+            .take_while(|&&id| Some(id) != upto)
+            .filter_map(|id| self.waiters.get(id))
+            .map(|w| w.units_on(&k.1))
+            .sum()
+    }
+
+    /// The units reserved before waiter `id` on each of its keys.
+    fn ahead_of(&self, id: u64) -> Vec<u64> {
+        self.waiters.get(&id).map_or_else(Vec::new, |w| {
+            w.qkeys().map(|k| self.units(&k, Some(id))).collect()
+        })
+    }
+
+    /// Whether waiter `id` is first on every one of its keys.
+    fn first_everywhere(&self, id: u64) -> bool {
+        self.waiters.get(&id).is_some_and(|w| {
+            w.qkeys()
+                .all(|k| self.by_key.get(&k).and_then(|q| q.waiters.front()) == Some(&id))
+        })
+    }
+
+    /// Takes waiter `id` out of every queue; returns it and the other keys it was first on
+    /// (their next waiters may fit now).
+    fn remove(&mut self, id: u64) -> Option<(Waiter, Vec<QKey>)> {
+        let w = self.waiters.remove(&id)?;
+        self.by_client.remove(&w.bc);
+        WAITING.fetch_sub(1, Relaxed);
+        let mut freed = Vec::new();
+        for k in w.qkeys() {
+            if let Some(queue) = self.by_key.get_mut(&k) {
+                if queue.waiters.front() == Some(&id) {
+                    freed.push(k.clone());
+                }
+                queue.waiters.retain(|&x| x != id);
+            }
+        }
+        Some((w, freed))
+    }
 }
 
 static QUEUES: LazyLock<Mutex<Queues>> = LazyLock::new(|| Mutex::new(Queues::default()));
@@ -106,17 +236,14 @@ fn queues() -> MutexGuard<'static, Queues> {
 
 /// What a waiter is answered with (the reply callback's value).
 enum Answer {
-    Decided(Outcome, u64),
+    Decided(Verdict, u64),
     Error(CString),
 }
 
 /// The units the waiters of `key` hold back (0 without waiters).
 pub fn reserved(ctx: Ctx, key: &RStr) -> u64 {
-    let q = queues();
     let k = (rm::selected_db(ctx), rm::bytes(key).to_vec());
-    q.by_key
-        .get(&k)
-        .map_or(0, |q| q.waiters.iter().map(Waiter::units).sum())
+    queues().units(&k, None)
 }
 
 /// `req` with the units of the key's waiters reserved (a spend; anything else as it is).
@@ -156,66 +283,91 @@ pub struct Wait<'a> {
 /// (from `now_us`); `refused` is the decision it got now. False when it cannot wait (the
 /// bounds, or the server refuses to block it): the caller answers at once.
 pub fn enqueue(ctx: Ctx, key: &RStr, wait: &Wait, now_us: u64, refused: &Outcome) -> bool {
-    let Wait {
-        rule,
-        req,
-        restart,
-        wait_ms,
-    } = *wait;
-    let db = rm::selected_db(ctx);
-    let k = (db, rm::bytes(key).to_vec());
-    let mut q = queues();
-    let per_key = q.by_key.get(&k).map_or(0, |q| q.waiters.len());
-    let max_key = usize::try_from(MAX_PER_KEY.load(Relaxed)).unwrap_or(0);
-    let max_all = u64::try_from(MAX_TOTAL.load(Relaxed)).unwrap_or(0);
-    if per_key >= max_key || WAITING.load(Relaxed) >= max_all {
-        OVER_BOUNDS.fetch_add(1, Relaxed);
-        return false;
-    }
     let Some(name) = OwnedStr::new(rm::bytes(key)) else {
         return false;
     };
+    let job = One {
+        key: [(name, wait.req.cost())],
+        rule: *wait.rule,
+        req: Request {
+            commit: true,
+            ..*wait.req
+        },
+        restart: wait.restart,
+    };
+    enqueue_job(
+        ctx,
+        Box::new(job),
+        wait.wait_ms,
+        now_us,
+        refused.decision.retry_after_ms,
+    )
+}
+
+/// Blocks the calling client until `job` is admitted or `wait_ms` pass (from `now_us`);
+/// it was refused now, admissible in `retry_after_ms` as far as its rules know. It waits
+/// behind the earlier waiters of each of its keys. False when it cannot wait (the bounds,
+/// or the server refuses to block it): the caller answers at once.
+pub fn enqueue_job(
+    ctx: Ctx,
+    job: Box<dyn Job>,
+    wait_ms: u64,
+    now_us: u64,
+    retry_after_ms: u64,
+) -> bool {
+    let db = rm::selected_db(ctx);
+    let mut q = queues();
+    let max_key = usize::try_from(MAX_PER_KEY.load(Relaxed)).unwrap_or(0);
+    let max_all = u64::try_from(MAX_TOTAL.load(Relaxed)).unwrap_or(0);
+    let full = job.keys().iter().any(|(k, _)| {
+        let k = (db, rm::bytes(k).to_vec());
+        q.by_key.get(&k).map_or(0, |q| q.waiters.len()) >= max_key
+    });
+    if full || WAITING.load(Relaxed) >= max_all {
+        OVER_BOUNDS.fetch_add(1, Relaxed);
+        return false;
+    }
     watch_keys(ctx);
     let Some(bc) = rm::block_client(ctx) else {
         return false;
     };
+    q.next_id += 1;
+    let id = q.next_id;
     let w = Waiter {
         bc,
-        key: name,
         db,
-        rule: *rule,
-        req: Request {
-            commit: true,
-            ..*req
-        },
-        restart,
+        job,
         started_us: now_us,
         deadline_us: now_us.saturating_add(wait_ms.saturating_mul(1000)),
     };
-    let next_id = q.next_id + 1;
-    let queue = q.by_key.entry(k.clone()).or_insert_with(|| Queue {
-        id: next_id,
-        ..Queue::default()
-    });
-    let first = queue.waiters.is_empty();
-    queue.waiters.push_back(w);
-    let id = queue.id;
-    if queue.id == next_id {
-        q.next_id = next_id;
-        q.by_id.insert(id, k.clone());
-    }
-    q.by_client.insert(bc, k.clone());
+    let keys: Vec<QKey> = w.qkeys().collect();
+    q.waiters.insert(id, w);
+    q.by_client.insert(bc, id);
     WAITING.fetch_add(1, Relaxed);
     STARTED.fetch_add(1, Relaxed);
-    // The first waiter decides the key's next instant; later ones wait behind it (but a
-    // shorter WAIT needs its own timeout).
-    let retry_us = refused.decision.retry_after_ms.saturating_mul(1000);
-    let at = if first {
-        now_us.saturating_add(retry_us).min(deadline(&q, &k))
-    } else {
-        deadline(&q, &k)
-    };
-    schedule(ctx, &mut q, &k, at, now_us);
+    for k in keys {
+        let next_id = q.next_id + 1;
+        let queue = q.by_key.entry(k.clone()).or_insert_with(|| Queue {
+            id: next_id,
+            ..Queue::default()
+        });
+        let first = queue.waiters.is_empty();
+        queue.waiters.push_back(id);
+        if queue.id == next_id {
+            q.next_id = next_id;
+            q.by_id.insert(next_id, k.clone());
+        }
+        // The first waiter decides the key's next instant; later ones wait behind it (but
+        // a shorter WAIT needs its own timeout).
+        let at = if first {
+            now_us
+                .saturating_add(retry_after_ms.saturating_mul(1000))
+                .min(deadline(&q, &k))
+        } else {
+            deadline(&q, &k)
+        };
+        schedule(ctx, &mut q, &k, at, now_us);
+    }
     true
 }
 
@@ -223,7 +375,14 @@ pub fn enqueue(ctx: Ctx, key: &RStr, wait: &Wait, now_us: u64, refused: &Outcome
 fn deadline(q: &Queues, k: &QKey) -> u64 {
     q.by_key
         .get(k)
-        .and_then(|q| q.waiters.iter().map(|w| w.deadline_us).min())
+        .and_then(|queue| {
+            queue
+                .waiters
+                .iter()
+                .filter_map(|id| q.waiters.get(id))
+                .map(|w| w.deadline_us)
+                .min()
+        })
         .unwrap_or(u64::MAX)
 }
 
@@ -279,7 +438,14 @@ pub fn on_timer(ctx: Ctx, id: u64) {
         let mut q = queues();
         if id == 0 {
             q.all_timer = None;
-            q.by_key.keys().map(|k| (k.clone(), None)).collect()
+            let mut keys: Vec<(QKey, Option<u64>)> = q
+                .by_key
+                .iter()
+                .map(|(k, queue)| (k.clone(), Some(queue.id)))
+                .collect();
+            // Oldest queues first: the same order on every run.
+            keys.sort_unstable_by_key(|(_, id)| *id);
+            keys.into_iter().map(|(k, _)| (k, None)).collect()
         } else {
             let Some(k) = q.by_id.get(&id).cloned() else {
                 return;
@@ -299,34 +465,51 @@ pub fn on_timer(ctx: Ctx, id: u64) {
     PROCESSING.store(false, Relaxed);
 }
 
-/// Decides `w`'s request at `now`: committing (and writing) when `commit`, else dry, with
-/// `ahead` units reserved for the waiters before it.
-fn decide(ctx: Ctx, w: &Waiter, commit: bool, ahead: u64, now: u64) -> Result<Outcome, Error> {
-    rm::select_db(ctx, w.db);
-    let req = Request {
-        commit,
-        reserve: w.req.reserve.saturating_add(ahead),
-        ..w.req
-    };
-    let mut txn = Txn::open(ctx, &w.key, commit, now);
-    let other = if w.restart {
-        Other::Restart
-    } else {
-        Other::Refuse
-    };
-    request_in(&mut txn, &w.rule, &req, other)
-}
-
-/// Answers `w` (unblocking it) and forgets it.
-fn answer(q: &mut Queues, w: Waiter, a: Result<Outcome, Error>, now: u64) {
-    q.by_client.remove(&w.bc);
-    WAITING.fetch_sub(1, Relaxed);
+/// Answers `w` (unblocking it).
+fn answer(w: Waiter, a: Result<Verdict, Error>, now: u64) {
     let waited_ms = now.saturating_sub(w.started_us).div_ceil(1000);
     let value = match a {
-        Ok(out) => Answer::Decided(out, waited_ms),
+        Ok(v) => Answer::Decided(v, waited_ms),
         Err(e) => Answer::Error(e.as_cstr().to_owned()),
     };
     rm::unblock(w.bc, value);
+}
+
+/// Decides waiter `id` (taken out of the lock: deciding writes, and a write calls back
+/// into this file), committing when `commit`, with `ahead` units reserved per key.
+fn decide_waiter(
+    ctx: Ctx,
+    id: u64,
+    commit: bool,
+    ahead: &[u64],
+    now: u64,
+) -> Option<Result<Verdict, Error>> {
+    // The job is borrowed from the registry without holding its lock across the decision:
+    // it is moved out and put back.
+    let (db, job) = {
+        let mut q = queues();
+        let w = q.waiters.get_mut(&id)?;
+        let job = std::mem::replace(&mut w.job, Box::new(NoJob));
+        (w.db, job)
+    };
+    rm::select_db(ctx, db);
+    let out = job.decide(ctx, commit, ahead, now);
+    if let Some(w) = queues().waiters.get_mut(&id) {
+        w.job = job;
+    }
+    Some(out)
+}
+
+/// A placeholder while a waiter's job is being decided.
+struct NoJob;
+
+impl Job for NoJob {
+    fn keys(&self) -> &[(OwnedStr, u64)] {
+        &[]
+    }
+    fn decide(&self, _: Ctx, _: bool, _: &[u64], _: u64) -> Result<Verdict, Error> {
+        Err(Error::Static(crate::error::INTERNAL))
+    }
 }
 
 /// Admits `k`'s waiters from the front while they fit, answers those whose time ran out,
@@ -334,8 +517,14 @@ fn answer(q: &mut Queues, w: Waiter, a: Result<Outcome, Error>, now: u64) {
 /// `due`: the instant the timer was set for. A timer fires up to a millisecond or two after
 /// it (the server's timers count whole ms): the waiter it was set for is admitted as of that
 /// instant, so a rule with no burst to spare keeps its exact rate instead of losing the
-/// timer's lateness at every step.
+/// timer's lateness at every step; the next timer counts from the real clock, so lateness
+/// does not add up either.
 fn process(ctx: Ctx, k: &QKey, due: Option<u64>) {
+    if rm::context_flags(ctx) & redis_module::raw::REDISMODULE_CTX_FLAGS_CLUSTER != 0
+        && redirect_if_moved(ctx, k)
+    {
+        return;
+    }
     let real_now = clock::now_us();
     let now = match due {
         Some(at) if at <= real_now && real_now - at <= MAX_LATE_US => at,
@@ -345,56 +534,88 @@ fn process(ctx: Ctx, k: &QKey, due: Option<u64>) {
         // A waiter whose time ran out: the refused reply of this instant (the first one
         // may be admitted at its last instant).
         let expired = {
-            let mut q = queues();
-            let Some(queue) = q.by_key.get_mut(k) else {
+            let q = queues();
+            let Some(queue) = q.by_key.get(k) else {
                 return;
             };
-            let pos = queue.waiters.iter().position(|w| w.deadline_us <= now);
-            pos.and_then(|p| {
-                let ahead: u64 = queue.waiters.iter().take(p).map(Waiter::units).sum();
-                queue.waiters.remove(p).map(|w| (w, ahead))
-            })
+            queue
+                .waiters
+                .iter()
+                .copied()
+                .find(|id| q.waiters.get(id).is_some_and(|w| w.deadline_us <= now))
+                .map(|id| (id, q.ahead_of(id), q.first_everywhere(id)))
         };
-        if let Some((w, ahead)) = expired {
-            let mut out = decide(ctx, &w, ahead == 0, ahead, now);
+        if let Some((id, ahead, first)) = expired {
+            let Some(mut out) = decide_waiter(ctx, id, first, &ahead, now) else {
+                continue;
+            };
             if let Ok(o) = &mut out {
-                if o.decision.allowed && ahead == 0 {
+                if o.allowed() && first {
                     ADMITTED.fetch_add(1, Relaxed);
                 } else {
-                    o.decision.allowed = false;
+                    o.refuse();
                     TIMED_OUT.fetch_add(1, Relaxed);
                 }
             }
-            let mut q = queues();
-            answer(&mut q, w, out, now);
+            let taken = {
+                let mut q = queues();
+                let taken = q.remove(id);
+                if let Some((_, freed)) = &taken {
+                    for f in freed.iter().filter(|f| *f != k) {
+                        schedule(ctx, &mut q, f, real_now, real_now);
+                    }
+                }
+                taken
+            };
+            if let Some((w, _)) = taken {
+                answer(w, out, now);
+            }
             continue;
         }
         let head = {
+            let q = queues();
+            let Some(&id) = q.by_key.get(k).and_then(|queue| queue.waiters.front()) else {
+                break;
+            };
+            (id, q.first_everywhere(id))
+        };
+        let (id, first) = head;
+        if !first {
+            // It waits behind another key's waiters: that key's turn wakes it. Its time
+            // still runs out here.
             let mut q = queues();
-            q.by_key
-                .get_mut(k)
-                .and_then(|queue| queue.waiters.pop_front())
+            let at = deadline(&q, k);
+            schedule(ctx, &mut q, k, at, real_now);
+            return;
+        }
+        let Some(out) = decide_waiter(ctx, id, true, &[], now) else {
+            continue;
         };
-        let Some(w) = head else {
-            break;
-        };
-        match decide(ctx, &w, true, 0, now) {
-            Ok(out) if !out.decision.allowed => {
+        match out {
+            Ok(v) if !v.allowed() => {
                 let mut q = queues();
-                let at = now.saturating_add(out.decision.retry_after_ms.saturating_mul(1000));
-                if let Some(queue) = q.by_key.get_mut(k) {
-                    queue.waiters.push_front(w);
-                }
+                let at = now.saturating_add(v.retry_after_ms().saturating_mul(1000));
                 let at = at.min(deadline(&q, k));
-                schedule(ctx, &mut q, k, at.max(now + 1), now);
+                schedule(ctx, &mut q, k, at.max(now + 1), real_now);
                 return;
             }
             other => {
                 if other.is_ok() {
                     ADMITTED.fetch_add(1, Relaxed);
                 }
-                let mut q = queues();
-                answer(&mut q, w, other, now);
+                let taken = {
+                    let mut q = queues();
+                    let taken = q.remove(id);
+                    if let Some((_, freed)) = &taken {
+                        for f in freed.iter().filter(|f| *f != k) {
+                            schedule(ctx, &mut q, f, real_now, real_now);
+                        }
+                    }
+                    taken
+                };
+                if let Some((w, _)) = taken {
+                    answer(w, other, now);
+                }
             }
         }
     }
@@ -408,22 +629,102 @@ fn process(ctx: Ctx, k: &QKey, due: Option<u64>) {
     }
 }
 
-/// Removes the waiter of `bc` from its queue (it is answered by the caller).
-fn take(bc: BlockedClient) -> Option<(Waiter, u64)> {
+/// On a cluster node: when `k`'s slot is no longer served here (the key migrated out of
+/// its slot, the slot moved, the cluster is down), its waiters are answered as Redis
+/// answers its own blocked clients then (`-ASK`, `-MOVED`, `-CLUSTERDOWN`), spending
+/// nothing. True when they were.
+fn redirect_if_moved(ctx: Ctx, k: &QKey) -> bool {
+    rm::select_db(ctx, k.0);
+    let Some(name) = OwnedStr::new(&k.1) else {
+        return false;
+    };
+    let error = match rm::key_served(ctx, &name) {
+        rm::Served::Here => return false,
+        rm::Served::Down => "CLUSTERDOWN The cluster is down".to_string(),
+        rm::Served::Elsewhere => {
+            let slot = crate::algo::slot::key_slot(&k.1);
+            let nodes = rm::cluster_nodes(ctx).unwrap_or_default();
+            redirect(&String::from_utf8_lossy(&nodes), slot)
+        }
+    };
+    let gone: Vec<Waiter> = {
+        let mut q = queues();
+        let ids: Vec<u64> = q
+            .by_key
+            .get(k)
+            .map(|queue| queue.waiters.iter().copied().collect())
+            .unwrap_or_default();
+        ids.into_iter()
+            .filter_map(|id| q.remove(id).map(|(w, _)| w))
+            .collect()
+    };
+    let text =
+        CString::new(error).unwrap_or_else(|_| c"CLUSTERDOWN Hash slot not served".to_owned());
+    for w in gone {
+        TIMED_OUT.fetch_add(1, Relaxed);
+        rm::unblock(w.bc, Answer::Error(text.clone()));
+    }
+    true
+}
+
+/// The redirection for `slot`, not served here, from `CLUSTER NODES`: `ASK` to the node it
+/// is migrating to (the key already moved), else `MOVED` to its owner, else the
+/// `CLUSTERDOWN` of an unassigned slot.
+fn redirect(nodes: &str, slot: u16) -> String {
+    let lines: Vec<Vec<&str>> = nodes
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .filter(|f: &Vec<&str>| f.len() >= 8)
+        .collect();
+    let addr = |id: &str| {
+        lines
+            .iter()
+            .find(|f| f.first() == Some(&id))
+            .and_then(|f| f.get(1))
+            .map(|a| a.split(['@', ',']).next().unwrap_or(a).to_string())
+    };
+    let myself = lines.iter().find(|f| {
+        f.get(2)
+            .is_some_and(|flags| flags.split(',').any(|x| x == "myself"))
+    });
+    let migrating_to = myself.and_then(|f| {
+        f.iter().skip(8).find_map(|t| {
+            let t = t.strip_prefix('[')?.strip_suffix(']')?;
+            let (s, to) = t.split_once("->-")?;
+            (s.parse::<u16>().ok()? == slot).then_some(to)
+        })
+    });
+    if let Some(a) = migrating_to.and_then(addr) {
+        return format!("ASK {slot} {a}");
+    }
+    let owns = |t: &&str| {
+        if t.starts_with('[') {
+            return false;
+        }
+        let (from, to) = t.split_once('-').unwrap_or((t, t));
+        matches!((from.parse::<u16>(), to.parse::<u16>()), (Ok(a), Ok(b)) if a <= slot && slot <= b)
+    };
+    let owner = lines.iter().find(|f| f.iter().skip(8).any(&owns));
+    match owner.and_then(|f| f.first()).and_then(|id| addr(id)) {
+        Some(a) => format!("MOVED {slot} {a}"),
+        None => "CLUSTERDOWN Hash slot not served".to_string(),
+    }
+}
+
+/// Removes the waiter of `bc` from its queues (it is answered by the caller), with the
+/// units reserved before it on each of its keys.
+fn take(bc: BlockedClient) -> Option<(Waiter, Vec<u64>)> {
     let mut q = queues();
-    let k = q.by_client.remove(&bc)?;
-    let queue = q.by_key.get_mut(&k)?;
-    let pos = queue.waiters.iter().position(|w| w.bc == bc)?;
-    let ahead = queue.waiters.iter().take(pos).map(Waiter::units).sum();
-    let w = queue.waiters.remove(pos)?;
-    WAITING.fetch_sub(1, Relaxed);
+    let id = *q.by_client.get(&bc)?;
+    let ahead = q.ahead_of(id);
+    let (w, _) = q.remove(id)?;
     Some((w, ahead))
 }
 
 /// The reply of a waiter unblocked by [`answer`].
 fn on_reply(ctx: Ctx, value: Option<&(dyn Any + 'static)>) -> c_int {
     match value.and_then(|v| v.downcast_ref::<Answer>()) {
-        Some(Answer::Decided(out, waited)) => reply_waited(ctx, out, *waited),
+        Some(Answer::Decided(v, waited)) => v.reply(ctx, *waited),
         Some(Answer::Error(e)) => rm::reply_error(ctx, e),
         None => rm::reply_error(ctx, crate::error::INTERNAL),
     }
@@ -446,11 +747,12 @@ fn on_timeout(ctx: Ctx, bc: BlockedClient) -> c_int {
     match take(bc) {
         Some((w, ahead)) => {
             TIMED_OUT.fetch_add(1, Relaxed);
-            match decide(ctx, &w, false, ahead, now) {
-                Ok(mut out) => {
-                    out.decision.allowed = false;
+            rm::select_db(ctx, w.db);
+            match w.job.decide(ctx, false, &ahead, now) {
+                Ok(mut v) => {
+                    v.refuse();
                     let waited = now.saturating_sub(w.started_us).div_ceil(1000);
-                    reply_waited(ctx, &out, waited);
+                    v.reply(ctx, waited);
                 }
                 Err(e) => rm::reply_error(ctx, e.as_cstr()),
             }
@@ -481,10 +783,8 @@ fn on_role_change(_ctx: Ctx, became_replica: bool) {
         let mut q = queues();
         q.by_client.clear();
         q.by_id.clear();
-        q.by_key
-            .drain()
-            .flat_map(|(_, queue)| queue.waiters)
-            .collect()
+        q.by_key.clear();
+        q.waiters.drain().map(|(_, w)| w).collect()
     };
     for w in all {
         WAITING.fetch_sub(1, Relaxed);
@@ -520,5 +820,25 @@ fn watch_keys(ctx: Ctx) {
     crate::txn::on_write(touched);
     if !rm::on_key_gone(ctx, touched) {
         WATCHING.store(false, Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redirect;
+
+    const NODES: &str = "\
+07c3 127.0.0.1:30004@40004 myself,master - 0 0 1 connected 0-5460 [93->-e7d1]
+e7d1 127.0.0.1:30005@40005,host-b master - 0 1 2 connected 5461-10922
+292f 127.0.0.1:30006@40006 master - 0 1 3 connected 10923-16382
+";
+
+    #[test]
+    fn ask_while_migrating_moved_once_moved_down_when_unassigned() {
+        assert_eq!(redirect(NODES, 93), "ASK 93 127.0.0.1:30005");
+        assert_eq!(redirect(NODES, 6000), "MOVED 6000 127.0.0.1:30005");
+        assert_eq!(redirect(NODES, 16382), "MOVED 16382 127.0.0.1:30006");
+        assert_eq!(redirect(NODES, 16383), "CLUSTERDOWN Hash slot not served");
+        assert_eq!(redirect("", 5), "CLUSTERDOWN Hash slot not served");
     }
 }

@@ -488,3 +488,63 @@ fn wait_migration(c: &mut Connection, done: impl Fn(&str) -> bool) {
         },
     );
 }
+
+/// The contract's "When the slot leaves the node, waiters are answered as Redis answers its
+/// own blocked clients there": a key that migrates out of its slot (MIGRATE) while clients
+/// wait on it sends them where it went (`-ASK`), and nothing is spent on the old node.
+#[test]
+fn waiters_of_a_key_that_migrates_are_sent_where_it_went() {
+    cluster_or_skip!();
+    let cl = Cluster::start(3);
+    let (src, dst) = (0usize, 1usize);
+    let tag = tag_on_node(&cl, src, "wq");
+    let key = format!("{tag}:vendor");
+    let slot = key_slot(&key);
+    let mut sc = cl.nodes[src].con();
+    let mut dc = cl.nodes[dst].con();
+    cl.clock_set_all(T0);
+    assert_eq!(
+        int(&ok(&mut sc, &args!("RL.GCRA", &key, 1, 1, 60_000))
+            .as_sequence()
+            .unwrap()[0]),
+        1
+    );
+    let waiters: Vec<_> = (0..2)
+        .map(|_| {
+            let mut w = cl.nodes[src].con();
+            let a = args!("RL.GCRA", &key, 1, 1, 60_000, "WAIT", 30_000);
+            std::thread::spawn(move || raw(&mut w, &a))
+        })
+        .collect();
+    wait_until("2 waiters", Duration::from_secs(20), || {
+        info_i64(&mut sc, "ratelimit", "ratelimit_waiting_clients") == 2
+    });
+    let (dst_id, src_id) = (cl.ids[dst].clone(), cl.ids[src].clone());
+    ok(
+        &mut dc,
+        &args!("CLUSTER", "SETSLOT", slot, "IMPORTING", src_id),
+    );
+    ok(
+        &mut sc,
+        &args!("CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id),
+    );
+    let m = args!("MIGRATE", "127.0.0.1", cl.nodes[dst].port, &key, 0, 5000);
+    assert_eq!(text(&ok(&mut sc, &m)), "OK");
+    let ask = format!("ASK {slot} 127.0.0.1:{}", cl.nodes[dst].port);
+    for w in waiters {
+        let v = w.join().unwrap();
+        assert_eq!(error_text(&v).unwrap_or_default(), ask, "{v:?}");
+    }
+    assert_eq!(
+        info_i64(&mut sc, "ratelimit", "ratelimit_waiting_clients"),
+        0
+    );
+    // Nothing was spent or created on the old node; the key's state is whole on the new one.
+    assert_eq!(count_in_slot(&mut sc, slot), 0);
+    ok(&mut dc, &args!("ASKING"));
+    let r = flat(&ok(
+        &mut dc,
+        &args!("RL.GCRA", &key, 1, 1, 60_000, "DRYRUN"),
+    ));
+    assert_eq!(r[0], "0", "the migrated state still refuses: {r:?}");
+}

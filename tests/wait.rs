@@ -337,3 +337,147 @@ fn waiters_wait_through_a_pause_and_resume_wakes_them() {
     let r = ints(&h.join().unwrap());
     assert_eq!((r[0], r[3], r[5]), (0, 7000, 3000));
 }
+
+/// An RL.ALL reply: `(allowed, refused_by, each rule's fields, waited_ms)`.
+fn all_reply(v: &Value) -> (i64, i64, Vec<Vec<i64>>, Option<i64>) {
+    let Value::Array(items) = v else {
+        panic!("not an array: {v:?}")
+    };
+    let mut rules = Vec::new();
+    let mut waited = None;
+    for it in items.iter().skip(2) {
+        match it {
+            Value::Array(_) => rules.push(ints(it)),
+            other => waited = Some(int(other)),
+        }
+    }
+    (int(&items[0]), int(&items[1]), rules, waited)
+}
+
+const ONE_PER_S: [i64; 3] = [1, 1, 1000];
+
+fn gcra_wait(key: &str, wait_ms: i64) -> Vec<String> {
+    args!("RL.GCRA", key, 1, 1, 1000, "WAIT", wait_ms)
+}
+
+#[test]
+fn all_waiters_wait_behind_the_earlier_waiters_of_each_key() {
+    let (s, mut c) = Server::at_clock(T0);
+    for k in ["a", "b"] {
+        assert_eq!(rate(&mut c, &args!("RL.GCRA", k, 1, 1, 1000))[0], 1);
+    }
+    let [b, n, p] = ONE_PER_S;
+    // W1 waits on a; W2 (RL.ALL on a and b) behind W1 on a and first on b; W3 behind W2 on b.
+    let w1 = blocked(&s, gcra_wait("a", 10_000));
+    until_waiting(&mut c, 1);
+    let all = args!("RL.ALL", 2, "a", "b", "GCRA", b, n, p, "GCRA", b, n, p, "WAIT", 10_000);
+    let w2 = blocked(&s, all);
+    until_waiting(&mut c, 2);
+    let w3 = blocked(&s, gcra_wait("b", 10_000));
+    until_waiting(&mut c, 3);
+    // One unit each on a and b: W1 takes a's; W2 needs a too and waits; W3 has room on b
+    // but does not overtake W2.
+    clock_advance(&mut c, 1000);
+    assert_eq!(ints(&w1.join().unwrap()), vec![1, 1, 0, 0, 1000, 1000]);
+    until_waiting(&mut c, 2);
+    clock_advance(&mut c, 1000);
+    let (allowed, refused_by, rules, waited) = all_reply(&w2.join().unwrap());
+    assert_eq!((allowed, refused_by, waited), (1, 0, Some(2000)));
+    assert_eq!(rules, vec![vec![1, 1, 0, 0, 1000], vec![1, 1, 0, 0, 1000]]);
+    until_waiting(&mut c, 1);
+    clock_advance(&mut c, 1000);
+    assert_eq!(ints(&w3.join().unwrap()), vec![1, 1, 0, 0, 1000, 3000]);
+    let (st, _) = info_stats(&mut c);
+    assert_eq!(st, (3, 3, 0));
+}
+
+#[test]
+fn all_waits_time_out_and_calls_stay_behind_waiters() {
+    let (s, mut c) = Server::at_clock(T0);
+    rate(&mut c, &args!("RL.GCRA", "a", 1, 1, 1000));
+    rate(&mut c, &args!("RL.GCRA", "b", 1, 1, 5000));
+    let all = args!("RL.ALL", 2, "a", "b", "GCRA", 1, 1, 1000, "GCRA", 1, 1, 5000, "WAIT", 1500);
+    let h = blocked(&s, all.clone());
+    until_waiting(&mut c, 1);
+    clock_advance(&mut c, 1500);
+    // Out of time: the refused reply of that instant (a alone would admit), nothing spent.
+    let (allowed, refused_by, rules, waited) = all_reply(&h.join().unwrap());
+    assert_eq!((allowed, refused_by, waited), (0, 2, Some(1500)));
+    assert_eq!(
+        rules,
+        vec![vec![1, 1, 0, 0, 1000], vec![0, 1, 0, 3500, 3500]]
+    );
+    // Where a client cannot block: answered at once, waited_ms 0.
+    let out = multi(&mut c, std::slice::from_ref(&all));
+    assert_eq!(all_reply(&out[0]).3, Some(0));
+    assert_eq!(waiting(&mut c), 0);
+    // WAIT 0, and DRYRUN: answered at once; without WAIT there is no waited_ms.
+    for tail in [args!("WAIT", 0), args!("DRYRUN", "WAIT", 100)] {
+        let mut a = all[..all.len() - 2].to_vec();
+        a.extend(tail);
+        let (allowed, _, _, waited) = all_reply(&raw(&mut c, &a));
+        assert_eq!((allowed, waited), (0, Some(0)), "{a:?}");
+    }
+    let plain = all[..all.len() - 2].to_vec();
+    assert_eq!(all_reply(&raw(&mut c, &plain)).3, None);
+    // A call (with or without WAIT) stays behind a key's waiters: x has 1 unit back after
+    // 1 s, but a waiter ahead needs 2.
+    for _ in 0..3 {
+        rate(&mut c, &args!("RL.GCRA", "x", 3, 1, 1000));
+    }
+    let h = blocked(
+        &s,
+        args!("RL.GCRA", "x", 3, 1, 1000, "COST", 2, "WAIT", 10_000),
+    );
+    until_waiting(&mut c, 1);
+    clock_advance(&mut c, 1000);
+    until_waiting(&mut c, 1);
+    let (allowed, refused_by, _, _) =
+        all_reply(&raw(&mut c, &args!("RL.ALL", 1, "x", "GCRA", 3, 1, 1000)));
+    assert_eq!((allowed, refused_by), (0, 1));
+    clock_advance(&mut c, 1000);
+    assert_eq!(ints(&h.join().unwrap())[0], 1);
+    for (a, want) in [
+        (
+            args!("RL.ALL", 1, "x", "GCRA", 3, 1, 1000, "WAIT", -1),
+            "ERR wait_ms must not be negative",
+        ),
+        (
+            args!("RL.ALL", 1, "x", "GCRA", 3, 1, 1000, "WAIT", 1, "WAIT", 1),
+            "ERR syntax error",
+        ),
+        (
+            args!("RL.ALL", 1, "x", "GCRA", 3, 1, 1000, "WAIT"),
+            "ERR syntax error",
+        ),
+    ] {
+        assert_eq!(err(&mut c, &a), want, "{a:?}");
+    }
+}
+
+#[test]
+fn all_woken_writes_reach_the_replica() {
+    let p = Server::start();
+    let mut c = p.con();
+    clock_set(&mut c, T0);
+    let r = p.start_replica();
+    let mut rc = r.con();
+    rate(&mut c, &args!("RL.GCRA", "{u}a", 1, 1, 1000));
+    let h = {
+        let mut w = p.con();
+        let a = args!(
+            "RL.ALL", 2, "{u}a", "{u}b", "GCRA", 1, 1, 1000, "SLIDING", 5, 60_000, "WAIT", 5000
+        );
+        thread::spawn(move || raw(&mut w, &a))
+    };
+    until_waiting(&mut c, 1);
+    clock_advance(&mut c, 1000);
+    assert_eq!(all_reply(&h.join().unwrap()).0, 1);
+    sync_replica(&mut c, &mut rc);
+    for k in ["{u}a", "{u}b"] {
+        let a = strip(info(&mut c, k).unwrap(), &["ttl_ms"]);
+        let b = strip(info(&mut rc, k).unwrap(), &["ttl_ms"]);
+        assert_eq!(a, b, "{k}");
+        assert_eq!(pexpiretime(&mut c, k), pexpiretime(&mut rc, k), "{k}");
+    }
+}

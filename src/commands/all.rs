@@ -1,5 +1,5 @@
-//! `RL.ALL numkeys key [key ...] rule [rule ...] [DRYRUN]`: several limits checked and spent
-//! atomically, all or nothing.
+//! `RL.ALL numkeys key [key ...] rule [rule ...] [DRYRUN] [WAIT ms]`: several limits checked
+//! and spent atomically, all or nothing.
 //!
 //! One rule per key, in the same order: `ALGO args... [COST n] [RESERVE r] [STAGGER]` with
 //! ALGO one of `GCRA burst
@@ -12,6 +12,8 @@
 //! Reply: `allowed`, the 1-based index of the first rule that refused (0 when admitted), then
 //! each rule's own reply (the standard five fields; six with `delay_ms` for QUEUE). When
 //! refused, each rule's reply says what it alone would have decided, and nothing is spent.
+//! With `WAIT ms`, a refused call blocks its client behind the earlier waiters of each of its
+//! keys until every rule admits (`wait.rs`), and the reply ends with `waited_ms`.
 
 use super::policy;
 use super::rate::{parse_rule, staggered};
@@ -19,12 +21,13 @@ use super::{effect_of_request, reply_outcome, request, Decided};
 use crate::args::positive;
 use crate::clock;
 use crate::error::{Error, ALL_DUPLICATE, ALL_NUMKEYS, INTERNAL, SYNTAX};
-use crate::options::{leading_options, ALL_RULE_OPTIONS, OPTIONS};
+use crate::options::{leading_options, options, Opt, OptSet, ALL_RULE_OPTIONS, OPTIONS};
 use crate::propagate::Batch;
-use crate::rm::{self, Ctx, RStr};
-use crate::rule::{Outcome, Request, Rule};
+use crate::rm::{self, Ctx, OwnedStr, RStr};
+use crate::rule::{Ask, Outcome, Request, Rule};
 use crate::state::{Algo, State};
 use crate::txn::{Expiry, Other, Txn, Written};
+use crate::wait::Verdict;
 
 /// Keys of a call held on the stack ([`Few`]); a call with more takes the heap.
 const INLINE: usize = 4;
@@ -141,8 +144,9 @@ fn parse_item<'a>(key: &'a RStr, args: &'a [RStr]) -> Result<(Item<'a>, usize), 
     Ok((item, 1 + parsed.used + used))
 }
 
-/// Parses the whole call: its items (into `items`), and whether it is a DRYRUN.
-fn parse<'a>(args: &'a [RStr], items: &mut Few<Item<'a>>) -> Result<bool, Error> {
+/// Parses the whole call: its items (into `items`), and whether it is a DRYRUN and its
+/// `WAIT` (in either order, after the rules).
+fn parse<'a>(args: &'a [RStr], items: &mut Few<Item<'a>>) -> Result<(bool, Option<u64>), Error> {
     let [_, numkeys, rest @ ..] = args else {
         return Err(Error::Arity);
     };
@@ -162,12 +166,16 @@ fn parse<'a>(args: &'a [RStr], items: &mut Few<Item<'a>>) -> Result<bool, Error>
         tail = tail.get(used..).unwrap_or(&[]);
         items.push(item);
     }
-    let dryrun = match tail {
-        [] => false,
-        [w] if rm::bytes(w).eq_ignore_ascii_case(b"DRYRUN") => true,
-        _ => return Err(SYNTAX.into()),
-    };
-    Ok(dryrun)
+    if tail.is_empty() {
+        return Ok((false, None));
+    }
+    let call = options(
+        tail,
+        u64::MAX,
+        "limit",
+        OptSet::of(&[Opt::DryRun, Opt::Wait]),
+    )?;
+    Ok((call.dryrun, call.wait_ms))
 }
 
 /// Answers a key-position request (`getkeys-api`): the keys are arguments 2..2+numkeys.
@@ -291,16 +299,19 @@ fn count_policies(items: &Few<Item>, steps: &Few<Step>, shadowed: &Few<bool>, sp
     }
 }
 
-pub fn all(ctx: Ctx, args: &[RStr]) -> Result<Decided, Error> {
-    if rm::is_keys_position_request(ctx) {
-        key_positions(ctx, args);
-        return Ok(None);
-    }
-    let mut items = Few::new();
-    let dryrun = parse(args, &mut items)?;
-    let now = clock::now_us();
-    // Every rule decides once. Nothing is written yet: a rule of a fixed-size state decides
-    // on a copy (kept to be stored), the others dry.
+/// The call's items decided at `now`: every rule decides once (nothing written yet: a rule
+/// of a fixed-size state on a copy kept to be stored, the others dry); if all admit and it
+/// is not a dry run, each spends, in one atomic step, and the call's effects go out as one
+/// `RL._APPLY` (every key of the call is in one slot). Returns each rule's step and the
+/// index of the first that refused. `count`: counted in the statistics (a call; a woken
+/// waiter is decided again at each wake-up and counted once, when called).
+fn decide_call<'a>(
+    ctx: Ctx,
+    items: &Few<Item<'a>>,
+    dryrun: bool,
+    now: u64,
+    count: bool,
+) -> Result<(Few<Step<'a>>, Option<usize>), Error> {
     let mut steps = Few::new();
     steps.reserve(items.len());
     for it in items.iter() {
@@ -315,8 +326,6 @@ pub fn all(ctx: Ctx, args: &[RStr]) -> Result<Decided, Error> {
     }
     let refused_by = steps.iter().position(|st| !st.out.decision.allowed);
     if refused_by.is_none() && !dryrun {
-        // All admit, so each spends, in one atomic step, and the call's effects go out as
-        // one `RL._APPLY` (every key of the call is in one slot).
         let mut batch = Batch::new(ctx);
         let res = items
             .iter()
@@ -329,17 +338,183 @@ pub fn all(ctx: Ctx, args: &[RStr]) -> Result<Decided, Error> {
             shadow(it, &mut st.out);
         }
     }
+    if !count {
+        return Ok((steps, refused_by));
+    }
     if !dryrun && items.iter().any(|it| it.policy.is_some()) {
-        count_policies(&items, &steps, &shadowed, refused_by.is_none());
+        count_policies(items, &steps, &shadowed, refused_by.is_none());
     }
     for st in steps.iter() {
         crate::stats::events(st.out.events);
     }
-    rm::reply_array(ctx, 2 + steps.len());
+    Ok((steps, refused_by))
+}
+
+/// The call's reply: `allowed`, `refused_by`, each rule's reply, then `waited_ms` (with
+/// `WAIT`).
+fn reply_call<'o>(
+    ctx: Ctx,
+    n: usize,
+    outs: impl Iterator<Item = &'o Outcome>,
+    refused_by: Option<usize>,
+    waited_ms: Option<u64>,
+) {
+    rm::reply_array(ctx, 2 + n + usize::from(waited_ms.is_some()));
     rm::reply_i64(ctx, i64::from(refused_by.is_none()));
     rm::reply_u64(ctx, refused_by.map_or(0, |i| i as u64 + 1));
-    for st in steps.iter() {
-        reply_outcome(ctx, &st.out);
+    for out in outs {
+        reply_outcome(ctx, out);
     }
+    if let Some(w) = waited_ms {
+        rm::reply_u64(ctx, w);
+    }
+}
+
+pub fn all(ctx: Ctx, args: &[RStr]) -> Result<Decided, Error> {
+    if rm::is_keys_position_request(ctx) {
+        key_positions(ctx, args);
+        return Ok(None);
+    }
+    let mut items = Few::new();
+    let (dryrun, wait_ms) = parse(args, &mut items)?;
+    let now = clock::now_us();
+    // The requests as called (a waiter keeps its own reserve).
+    let original: Vec<Request> = if wait_ms.is_some() {
+        items.iter().map(|it| it.req).collect()
+    } else {
+        Vec::new()
+    };
+    if crate::wait::any() {
+        // Behind the waiters of each key, if it has any.
+        for it in items.iter_mut() {
+            it.req = crate::wait::behind_waiters(ctx, it.key, &it.req);
+        }
+    }
+    let (steps, refused_by) = decide_call(ctx, &items, dryrun, now, true)?;
+    let spends = items
+        .iter()
+        .any(|it| matches!(it.req.ask, Ask::Spend(c) if c > 0));
+    if let (Some(_), Some(wait_ms)) = (refused_by, wait_ms) {
+        if !dryrun && spends && wait_ms > 0 && crate::wait::can_block(ctx) {
+            let retry_ms = steps
+                .iter()
+                .filter(|st| !st.out.decision.allowed)
+                .map(|st| st.out.decision.retry_after_ms)
+                .max()
+                .unwrap_or(0);
+            // Each key's waiters reserve the units of the rules as called (not the reserve
+            // added above for the waiters already there).
+            let job = AllJob::new(&items, &original);
+            if let Some(job) = job {
+                if crate::wait::enqueue_job(ctx, Box::new(job), wait_ms, now, retry_ms) {
+                    // Blocked: answered when admitted or out of time (`wait.rs`).
+                    return Ok(None);
+                }
+            }
+        }
+    }
+    reply_call(
+        ctx,
+        steps.len(),
+        steps.iter().map(|st| &st.out),
+        refused_by,
+        wait_ms.map(|_| 0),
+    );
     Ok(Some(refused_by.is_none()))
+}
+
+/// A policy rule's policy: its name, and whether its version is a shadow one.
+type PolicyOf = (Vec<u8>, bool);
+
+/// A blocked RL.ALL call: its keys (with the units each rule spends) and rules, decided
+/// again when it is woken.
+struct AllJob {
+    keys: Vec<(OwnedStr, u64)>,
+    /// Each key's rule and request (committing, with its own reserve) and its policy.
+    rules: Vec<(Rule, Request, Option<PolicyOf>)>,
+}
+
+impl AllJob {
+    fn new(items: &Few<Item>, reqs: &[Request]) -> Option<AllJob> {
+        let mut keys = Vec::with_capacity(items.len());
+        let mut rules = Vec::with_capacity(items.len());
+        for (it, req) in items.iter().zip(reqs) {
+            keys.push((OwnedStr::new(rm::bytes(it.key))?, req.cost()));
+            let policy = it.policy.map(|(name, shadow)| (name.to_vec(), shadow));
+            rules.push((it.rule, *req, policy));
+        }
+        Some(AllJob { keys, rules })
+    }
+}
+
+impl crate::wait::Job for AllJob {
+    fn keys(&self) -> &[(OwnedStr, u64)] {
+        &self.keys
+    }
+
+    fn decide(&self, ctx: Ctx, commit: bool, ahead: &[u64], now: u64) -> Result<Verdict, Error> {
+        let mut items = Few::new();
+        items.reserve(self.keys.len());
+        for (i, ((key, _), (rule, req, policy))) in self.keys.iter().zip(&self.rules).enumerate() {
+            let extra = ahead.get(i).copied().unwrap_or(0);
+            items.push(Item {
+                key,
+                rule: *rule,
+                req: Request {
+                    commit,
+                    reserve: req.reserve.saturating_add(extra),
+                    ..*req
+                },
+                policy: policy.as_ref().map(|(n, s)| (&n[..], *s)),
+            });
+        }
+        let (steps, refused_by) = decide_call(ctx, &items, !commit, now, false)?;
+        Ok(Box::new(AllVerdict {
+            outs: steps.iter().map(|st| st.out).collect(),
+            refused_by,
+        }))
+    }
+}
+
+/// A woken RL.ALL call's decision.
+struct AllVerdict {
+    outs: Vec<Outcome>,
+    refused_by: Option<usize>,
+}
+
+impl crate::wait::Answered for AllVerdict {
+    fn allowed(&self) -> bool {
+        self.refused_by.is_none()
+    }
+
+    /// When every refusing rule admits (as far as the rules alone know).
+    fn retry_after_ms(&self) -> u64 {
+        self.outs
+            .iter()
+            .filter(|o| !o.decision.allowed)
+            .map(|o| o.decision.retry_after_ms)
+            .max()
+            .unwrap_or(0)
+    }
+
+    fn refuse(&mut self) {
+        if self.refused_by.is_none() {
+            // Out of time behind earlier waiters although its own rules had room: refused
+            // by its first rule.
+            if let Some(o) = self.outs.first_mut() {
+                o.decision.allowed = false;
+            }
+            self.refused_by = Some(0);
+        }
+    }
+
+    fn reply(&self, ctx: Ctx, waited_ms: u64) {
+        reply_call(
+            ctx,
+            self.outs.len(),
+            self.outs.iter(),
+            self.refused_by,
+            Some(waited_ms),
+        );
+    }
 }
