@@ -2,7 +2,9 @@
 # The Python client's test suite (clients/python): installs the package and its pinned test
 # dependencies from PyPI into clients/python/.venv, then runs pytest against a real
 # redis-server with the module (each test session starts its own servers on free 127.0.0.1
-# ports, with `test-clock yes`: a single server and a 3-node cluster).
+# ports, with `test-clock yes`: a single server and a 3-node cluster). The single server is the
+# package's own pytest plugin's (redis_ratelimit.testing: the fixture ratelimit_server, which
+# users' tests get too), given the module and the server by RL_MODULE and RL_SERVER.
 #
 # Usage: scripts/clients-test-python.sh [pytest args...]
 #
