@@ -1,7 +1,8 @@
 // The shared conformance spec (clients/conformance/cases/*.json, format in
-// clients/conformance/README.md), run over real HTTP through Express AND Fastify (real
+// clients/conformance/README.md), run over real HTTP through Express, Fastify AND Koa (real
 // listening servers on free 127.0.0.1 ports, real fetch) against a real redis-server with
-// the module and its test clock. The Python package runs the same files (Flask and
+// the module and its test clock, then (the cases the spec's "The in-memory limiter"
+// selects) through Express on the in-memory limiter. The Python package runs the same files (Flask and
 // FastAPI): a disagreement between the packages is a failing test in one of them.
 //
 // Before each case (and for each framework): FLUSHDB, then RL.CLOCK SET clock_ms. Only the
@@ -13,8 +14,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import express from 'express';
 import Fastify from 'fastify';
+import Koa from 'koa';
+import mount from 'koa-mount';
 import Redis from 'ioredis';
-import { MemoryLimiter, createLimiter, expressRateLimit, fastifyRateLimit } from 'redis-ratelimit-module';
+import { MemoryLimiter, createLimiter, expressRateLimit, fastifyRateLimit, koaRateLimit } from 'redis-ratelimit-module';
 import { ROOT, admin, startServer } from './helpers.mjs';
 
 const CASES = path.join(ROOT, 'clients/conformance/cases');
@@ -149,7 +152,24 @@ async function fastifyApp(options, mount) {
   return { base: `http://127.0.0.1:${app.server.address().port}`, close };
 }
 
-const FRAMEWORKS = { express: expressApp, fastify: fastifyApp };
+/** Koa: the middleware in an app mounted at `mount` with koa-mount; 200 "ok" everywhere. */
+async function koaApp(options, mount_) {
+  const mw = koaRateLimit(options);
+  const ok = (ctx) => { ctx.type = 'text/plain'; ctx.body = 'ok'; };
+  const app = new Koa();
+  if (mount_) {
+    const sub = new Koa();
+    sub.use(mw);
+    sub.use(ok);
+    app.use(mount(mount_, sub));
+  } else app.use(mw);
+  app.use(ok);
+  const s = await new Promise((resolve) => { const x = app.listen(0, '127.0.0.1', () => resolve(x)); });
+  running.push(async () => { s.closeAllConnections(); await new Promise((r) => s.close(r)); });
+  return { base: `http://127.0.0.1:${s.address().port}`, close: () => mw.close() };
+}
+
+const FRAMEWORKS = { express: expressApp, fastify: fastifyApp, koa: koaApp };
 
 // ------------------------------------------------------------------------------ the steps
 
