@@ -213,3 +213,17 @@ test('a claim that grants fewer units than the cost refuses, and the units stay 
   assert.equal((await p2.call({ 'x-user': 'alice', 'x-cost': '3' })).status, 200);
   assert.equal(await calls(), before, 'admitted from the units held, no call');
 });
+
+test('a peek (cost 0) on a leased limit claims nothing: COST 0 without a lease, the lease when there is one', async (t) => {
+  const { mw, call } = await proc({ leaseTimers: false, limits: [{ name: 'user', rule: GCRA, key: user,
+    cost: (ctx) => Number(ctx.headers['x-cost'] ?? 1), lease: { chunk: 10, ttlMs: 600_000 } }] }, t);
+  const peek0 = await call({ 'x-user': 'alice', 'x-cost': '0' });
+  assert.equal(peek0.status, 200);
+  assert.equal(peek0.headers.get('RateLimit'), '"user";r=100;t=0');
+  assert.deepEqual(mw.guard.leases(), []);
+  assert.equal(await peek('rl:user:alice', GCRA), 100);
+  await call({ 'x-user': 'alice' }); // claims 10, holds 9
+  const before = await calls();
+  assert.equal((await call({ 'x-user': 'alice', 'x-cost': '0' })).headers.get('RateLimit'), '"user";r=99;t=10000'); // t: the claim's reply (remaining 90, reset 10 T): 10*T - 9*T = T = 10000 s
+  assert.equal(await calls(), before, 'answered from the lease');
+});

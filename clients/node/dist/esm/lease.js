@@ -74,6 +74,11 @@ export class Leases {
             await this.giveBack(l, now);
             l = undefined;
         }
+        // a peek (cost 0) without a lease claims nothing: sent as COST 0
+        if (!l && cost === 0) {
+            const d = await this.o.limiter.check(key, rule, { cost: 0, timeoutMs: this.o.timeoutMs });
+            return { admitted: d.allowed, local: false, decision: d, timing: d, reply: d };
+        }
         // 2. local
         if (l && l.units >= cost) {
             l.units -= cost;
