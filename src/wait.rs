@@ -98,14 +98,12 @@ impl Answered for Outcome {
     }
 }
 
-/// One key's request (a rate command, `RL.ACQUIRE`, `RL.ALLOW`).
+/// One key's request (a rate command, `RL.ACQUIRE`).
 struct One {
     key: [(OwnedStr, u64); 1],
     rule: Rule,
     /// Committing; its reserve is the caller's own.
     req: Request,
-    /// How a key of another algorithm is met (`RL.ALLOW`: started afresh).
-    restart: bool,
 }
 
 impl Job for One {
@@ -122,12 +120,12 @@ impl Job for One {
             ..self.req
         };
         let mut txn = Txn::open(ctx, name, commit, now);
-        let other = if self.restart {
-            Other::Restart
-        } else {
-            Other::Refuse
-        };
-        Ok(Box::new(request_in(&mut txn, &self.rule, &req, other)?))
+        Ok(Box::new(request_in(
+            &mut txn,
+            &self.rule,
+            &req,
+            Other::Refuse,
+        )?))
     }
 }
 
@@ -270,45 +268,25 @@ pub fn can_block(ctx: Ctx) -> bool {
     rm::context_flags(ctx) & deny == 0
 }
 
-/// A request to wait with: its rule and request (`restart`: a key of another algorithm
-/// starts afresh, as for RL.ALLOW), for at most `wait_ms`.
-pub struct Wait<'a> {
-    pub rule: &'a Rule,
-    pub req: &'a Request,
-    pub restart: bool,
-    pub wait_ms: u64,
-}
-
-/// Blocks the calling client on `key` until its request is admitted or its time runs out
-/// (from `now_us`); `refused` is the decision it got now. False when it cannot wait (the
-/// bounds, or the server refuses to block it): the caller answers at once.
-pub fn enqueue(ctx: Ctx, key: &RStr, wait: &Wait, now_us: u64, refused: &Outcome) -> bool {
-    let Some(name) = OwnedStr::new(rm::bytes(key)) else {
-        return false;
-    };
-    let job = One {
-        key: [(name, wait.req.cost())],
-        rule: *wait.rule,
+/// The job of one key's request (a rate command, `RL.ACQUIRE`): decided again under the
+/// same rule.
+pub fn one(key: &RStr, rule: &Rule, req: &Request) -> Option<Box<dyn Job>> {
+    let name = OwnedStr::new(rm::bytes(key))?;
+    Some(Box::new(One {
+        key: [(name, req.cost())],
+        rule: *rule,
         req: Request {
             commit: true,
-            ..*wait.req
+            ..*req
         },
-        restart: wait.restart,
-    };
-    enqueue_job(
-        ctx,
-        Box::new(job),
-        wait.wait_ms,
-        now_us,
-        refused.decision.retry_after_ms,
-    )
+    }))
 }
 
 /// Blocks the calling client until `job` is admitted or `wait_ms` pass (from `now_us`);
 /// it was refused now, admissible in `retry_after_ms` as far as its rules know. It waits
 /// behind the earlier waiters of each of its keys. False when it cannot wait (the bounds,
 /// or the server refuses to block it): the caller answers at once.
-pub fn enqueue_job(
+pub fn enqueue(
     ctx: Ctx,
     job: Box<dyn Job>,
     wait_ms: u64,
@@ -422,6 +400,18 @@ pub fn touched(ctx: Ctx, key: &RStr) {
 
 /// The module clock moved (`RL.CLOCK`): every queue is processed at once.
 pub fn clock_moved(ctx: Ctx) {
+    process_all(ctx);
+}
+
+/// An operator changed or deleted a policy (`RL.POLICY`): its waiters are decided again
+/// under the version that applies now (one that loosens admits them at once).
+pub fn rules_changed(ctx: Ctx) {
+    process_all(ctx);
+}
+
+/// Every queue processed at once (from a timer: the caller may be in the middle of a
+/// command).
+fn process_all(ctx: Ctx) {
     if !any() {
         return;
     }

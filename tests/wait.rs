@@ -481,3 +481,83 @@ fn all_woken_writes_reach_the_replica() {
         assert_eq!(pexpiretime(&mut c, k), pexpiretime(&mut rc, k), "{k}");
     }
 }
+
+#[test]
+fn an_operators_change_to_a_policy_wakes_its_waiters() {
+    let (s, mut c) = Server::at_clock(T0);
+    ok(
+        &mut c,
+        &args!("RL.POLICY", "SET", "api", "GCRA", 1, 1, 60_000),
+    );
+    for k in ["{p}u", "{p}v", "{p}w"] {
+        assert_eq!(ints(&raw(&mut c, &args!("RL.ALLOW", k, "api")))[0], 1);
+    }
+    let u = blocked(&s, args!("RL.ALLOW", "{p}u", "api", "WAIT", 30_000));
+    until_waiting(&mut c, 1);
+    let v = blocked(
+        &s,
+        args!("RL.ALL", 1, "{p}v", "POLICY", "api", "WAIT", 30_000),
+    );
+    until_waiting(&mut c, 2);
+    // A change that keeps the policy as tight wakes nobody to be refused again...
+    ok(
+        &mut c,
+        &args!("RL.POLICY", "SET", "api", "GCRA", 1, 1, 90_000),
+    );
+    until_waiting(&mut c, 2);
+    // ... one that loosens it admits them at once, under the new version.
+    ok(
+        &mut c,
+        &args!("RL.POLICY", "SET", "api", "GCRA", 5, 1, 60_000),
+    );
+    let r = ints(&u.join().unwrap());
+    assert_eq!((r[0], r[1], r[5]), (1, 5, 0), "{r:?}");
+    let (allowed, _, rules, waited) = all_reply(&v.join().unwrap());
+    assert_eq!((allowed, rules[0][1], waited), (1, 5, Some(0)));
+    // A deleted policy answers its waiters with the error a call gets.
+    ok(
+        &mut c,
+        &args!("RL.POLICY", "SET", "api", "GCRA", 1, 1, 60_000),
+    );
+    let w = blocked(&s, args!("RL.ALLOW", "{p}w", "api", "WAIT", 30_000));
+    until_waiting(&mut c, 1);
+    ok(&mut c, &args!("RL.POLICY", "DEL", "api"));
+    let e = error_text(&w.join().unwrap()).unwrap_or_default();
+    assert!(e.contains("no such policy 'api'"), "{e}");
+    until_waiting(&mut c, 0);
+}
+
+#[test]
+fn the_aof_holds_the_woken_writes() {
+    let s = Server::builder()
+        .appendonly()
+        .config("aof-use-rdb-preamble", "no")
+        .start();
+    let mut c = s.con();
+    clock_set(&mut c, T0);
+    rate(&mut c, &args!("RL.GCRA", "{a}g", 1, 1, 1000));
+    rate(&mut c, &args!("RL.LOG", "{a}l", 1, 1000));
+    let g = blocked(&s, args!("RL.GCRA", "{a}g", 1, 1, 1000, "WAIT", 5000));
+    until_waiting(&mut c, 1);
+    let all = args!("RL.ALL", 2, "{a}g", "{a}l", "GCRA", 1, 1, 1000, "LOG", 1, 1000, "WAIT", 5000);
+    let a = blocked(&s, all);
+    until_waiting(&mut c, 2);
+    clock_advance(&mut c, 1000);
+    assert_eq!(ints(&g.join().unwrap())[0], 1);
+    until_waiting(&mut c, 1);
+    clock_advance(&mut c, 1000);
+    assert_eq!(all_reply(&a.join().unwrap()).0, 1);
+    let keys = ["{a}g", "{a}l"];
+    let want: Vec<_> = keys
+        .iter()
+        .map(|k| strip(info(&mut c, k).unwrap(), &["ttl_ms"]))
+        .collect();
+    // Reloaded an hour later on the module clock: the effects, not the commands.
+    clock_advance(&mut c, 3_600_000);
+    assert_eq!(text(&ok(&mut c, &args!("DEBUG", "LOADAOF"))), "OK");
+    let got: Vec<_> = keys
+        .iter()
+        .map(|k| strip(info(&mut c, k).unwrap(), &["ttl_ms"]))
+        .collect();
+    assert_eq!(got, want);
+}

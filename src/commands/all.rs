@@ -406,7 +406,7 @@ pub fn all(ctx: Ctx, args: &[RStr]) -> Result<Decided, Error> {
             // added above for the waiters already there).
             let job = AllJob::new(&items, &original);
             if let Some(job) = job {
-                if crate::wait::enqueue_job(ctx, Box::new(job), wait_ms, now, retry_ms) {
+                if crate::wait::enqueue(ctx, Box::new(job), wait_ms, now, retry_ms) {
                     // Blocked: answered when admitted or out of time (`wait.rs`).
                     return Ok(None);
                 }
@@ -455,19 +455,37 @@ impl crate::wait::Job for AllJob {
     fn decide(&self, ctx: Ctx, commit: bool, ahead: &[u64], now: u64) -> Result<Verdict, Error> {
         let mut items = Few::new();
         items.reserve(self.keys.len());
+        // A policy's rule as it is now (an operator's change wakes the waiters).
+        let reg = crate::policy::registry();
         for (i, ((key, _), (rule, req, policy))) in self.keys.iter().zip(&self.rules).enumerate() {
             let extra = ahead.get(i).copied().unwrap_or(0);
+            let mut req = Request {
+                commit,
+                reserve: req.reserve.saturating_add(extra),
+                ..*req
+            };
+            let (rule, policy) = match policy {
+                Some((name, _)) => {
+                    let r = policy::resolve(&reg, name, key)?;
+                    if r.algo == crate::state::Algo::Concurrency {
+                        return Err(policy::ALL_CONCURRENCY.into());
+                    }
+                    if matches!(req.ask, Ask::Spend(c) if c > 0) {
+                        req.block_ms = r.block_ms;
+                    }
+                    crate::options::check(&req, r.rule.limit(), r.limit_name)?;
+                    (r.rule, Some((&name[..], r.shadow)))
+                }
+                None => (*rule, None),
+            };
             items.push(Item {
                 key,
-                rule: *rule,
-                req: Request {
-                    commit,
-                    reserve: req.reserve.saturating_add(extra),
-                    ..*req
-                },
-                policy: policy.as_ref().map(|(n, s)| (&n[..], *s)),
+                rule,
+                req,
+                policy,
             });
         }
+        drop(reg);
         let (steps, refused_by) = decide_call(ctx, &items, !commit, now, false)?;
         Ok(Box::new(AllVerdict {
             outs: steps.iter().map(|st| st.out).collect(),

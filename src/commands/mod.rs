@@ -83,23 +83,28 @@ pub fn run(ctx: Ctx, name: &RStr, rule: &Rule, req: &Request) -> Result<Outcome,
 }
 
 /// A decided request with `WAIT ms` (`wait_ms`): refused, it blocks the client (true: the
-/// reply comes later) where the client can block; else it is answered now, with
-/// `waited_ms` 0.
+/// reply comes later) where the client can block, waiting with the job `job` makes; else
+/// it is answered now, with `waited_ms` 0.
 pub fn wait_or_reply(
     ctx: Ctx,
-    key: &RStr,
-    wait: &crate::wait::Wait,
+    wait_ms: u64,
+    req: &Request,
     out: &mut Outcome,
     now_us: u64,
+    job: impl FnOnce() -> Option<Box<dyn crate::wait::Job>>,
 ) -> bool {
     if !out.decision.allowed
-        && wait.wait_ms > 0
-        && matches!(wait.req.ask, Ask::Spend(c) if c > 0)
-        && wait.req.commit
+        && wait_ms > 0
+        && matches!(req.ask, Ask::Spend(c) if c > 0)
+        && req.commit
         && crate::wait::can_block(ctx)
-        && crate::wait::enqueue(ctx, key, wait, now_us, out)
     {
-        return true;
+        if let Some(job) = job() {
+            let retry_ms = out.decision.retry_after_ms;
+            if crate::wait::enqueue(ctx, job, wait_ms, now_us, retry_ms) {
+                return true;
+            }
+        }
     }
     out.waited = Some(0);
     false

@@ -17,7 +17,7 @@ pub use crate::policy::registry;
 use crate::policy::{
     glob, valid_name, Policy, PolicyError, PolicyRule, Registry, Version, TOP_SHOWN,
 };
-use crate::rm::{self, Ctx, RStr};
+use crate::rm::{self, Ctx, OwnedStr, RStr};
 use crate::rule::{Ask, Outcome, Request, Rule};
 use crate::state::Algo;
 use crate::txn::{Other, Txn};
@@ -35,7 +35,7 @@ const BAD_NAME: &CStr = c"ERR policy name must be 1 to 128 bytes of A-Z a-z 0-9 
 const PERCENT: &CStr = c"ERR percent must be between 1 and 100";
 const NEEDS_PREAMBLE: &CStr = c"ERR policies are persisted in the RDB preamble of the AOF: set aof-use-rdb-preamble yes while appendonly is yes";
 const LOAD_PAYLOAD: &CStr = c"ERR RL._POLICY payload is not a valid policy";
-const ALL_CONCURRENCY: &CStr = c"ERR RL.ALL takes no CONCURRENCY policy";
+pub const ALL_CONCURRENCY: &CStr = c"ERR RL.ALL takes no CONCURRENCY policy";
 
 /// `ERR no such policy 'name'`.
 pub fn no_such(name: &[u8]) -> Error {
@@ -87,11 +87,13 @@ fn persistable(ctx: Ctx) -> Result<(), Error> {
 }
 
 /// Propagates the policy `name`'s definition (None: deleted) to replicas and the AOF.
+/// Also wakes the waiters: they are decided again under the policy as it is now.
 fn propagate(ctx: Ctx, name: &RStr, p: Option<&Policy>) {
     match p {
         Some(p) => rm::replicate_pairs(ctx, LOAD, &[(name, &p.encode())]),
         None => rm::replicate_key(ctx, LOAD, name),
     }
+    crate::wait::rules_changed(ctx);
 }
 
 /// Parses `ALGO numbers... [STAGGER] [BLOCK ms]` at the front of `a`: the rule, and how
@@ -497,18 +499,56 @@ pub fn allow(ctx: Ctx, args: &[RStr]) -> Result<Decided, Error> {
     count(p, key, &req, &out, shadow);
     drop(reg);
     if let Some(wait_ms) = opts.wait_ms {
-        let wait = crate::wait::Wait {
-            rule: &r.rule,
-            req: &req,
-            restart: true,
-            wait_ms,
+        let job = || -> Option<Box<dyn crate::wait::Job>> {
+            Some(Box::new(AllowJob {
+                key: [(OwnedStr::new(rm::bytes(key))?, req.cost())],
+                name: name.to_vec(),
+                opts,
+            }))
         };
-        if super::wait_or_reply(ctx, key, &wait, &mut out, now) {
+        if super::wait_or_reply(ctx, wait_ms, &req, &mut out, now, job) {
             return Ok(None);
         }
     }
     reply_outcome(ctx, &out);
     Ok(super::count(&req, &out))
+}
+
+/// A blocked `RL.ALLOW`: decided again under the version of the policy that applies at
+/// that instant (an operator's change wakes it: `wait::rules_changed`); a deleted policy
+/// answers it with the error a call would get.
+struct AllowJob {
+    key: [(OwnedStr, u64); 1],
+    name: Vec<u8>,
+    opts: crate::options::Opts,
+}
+
+impl crate::wait::Job for AllowJob {
+    fn keys(&self) -> &[(OwnedStr, u64)] {
+        &self.key
+    }
+
+    fn decide(
+        &self,
+        ctx: Ctx,
+        commit: bool,
+        ahead: &[u64],
+        now: u64,
+    ) -> Result<crate::wait::Verdict, Error> {
+        let [(key, _)] = &self.key;
+        let r = resolve(&registry(), &self.name, key)?;
+        let mut req = r.request(self.opts);
+        crate::options::check(&req, r.rule.limit(), r.limit_name)?;
+        req.commit = commit;
+        req.reserve = req
+            .reserve
+            .saturating_add(ahead.first().copied().unwrap_or(0));
+        let mut txn = Txn::open(ctx, key, commit, now);
+        let mut out = request_in(&mut txn, &r.rule, &req, Other::Restart)?;
+        drop(txn);
+        r.shadow(&req, &mut out);
+        Ok(Box::new(out))
+    }
 }
 
 /// RL.ALL's `POLICY name [COST n] [RESERVE r]` rule for `key`, at the front of `a` (after

@@ -13,7 +13,6 @@ use crate::options::options;
 use crate::rm::{self, Ctx, RStr};
 use crate::rule::{Rule, WindowRule};
 use crate::state::Algo;
-use crate::wait::Wait;
 use std::sync::atomic::AtomicI64;
 
 /// A rule parsed from its numbers.
@@ -99,13 +98,9 @@ pub fn rate(ctx: Ctx, args: &[RStr], algo: Algo) -> Result<Decided, Error> {
     let req = opts.request();
     let mut out = run(ctx, key, &rule, &req)?;
     if let Some(wait_ms) = opts.wait_ms {
-        let wait = Wait {
-            rule: &rule,
-            req: &req,
-            restart: false,
-            wait_ms,
-        };
-        if wait_or_reply(ctx, key, &wait, &mut out, crate::clock::now_us()) {
+        let now = crate::clock::now_us();
+        let job = || crate::wait::one(key, &rule, &req);
+        if wait_or_reply(ctx, wait_ms, &req, &mut out, now, job) {
             // Blocked: answered when admitted or out of time (`wait.rs`).
             return Ok(None);
         }
