@@ -157,11 +157,22 @@ impl Waiter {
     }
 }
 
+/// A waiter in a key's queue: its id, the units it holds back on that key and when its
+/// time runs out (kept here, so a key's reserve and timeouts need no lookup).
+#[derive(Clone, Copy)]
+struct Slot {
+    id: u64,
+    units: u64,
+    deadline_us: u64,
+}
+
 #[derive(Default)]
 struct Queue {
     id: u64,
-    /// Its waiters (their ids), in arrival order.
-    waiters: VecDeque<u64>,
+    /// Its waiters, in arrival order.
+    waiters: VecDeque<Slot>,
+    /// The units they hold back, in all.
+    units: u64,
     /// The pending timer and the module time it was set for.
     timer: Option<(u64, u64)>,
 }
@@ -183,13 +194,15 @@ impl Queues {
         let Some(queue) = self.by_key.get(k) else {
             return 0;
         };
-        queue
-            .waiters
-            .iter()
-            .take_while(|&&id| Some(id) != upto)
-            .filter_map(|id| self.waiters.get(id))
-            .map(|w| w.units_on(&k.1))
-            .sum()
+        match upto {
+            None => queue.units,
+            Some(id) => queue
+                .waiters
+                .iter()
+                .take_while(|s| s.id != id)
+                .map(|s| s.units)
+                .sum(),
+        }
     }
 
     /// The units reserved before waiter `id` on each of its keys.
@@ -201,10 +214,9 @@ impl Queues {
 
     /// Whether waiter `id` is first on every one of its keys.
     fn first_everywhere(&self, id: u64) -> bool {
-        self.waiters.get(&id).is_some_and(|w| {
-            w.qkeys()
-                .all(|k| self.by_key.get(&k).and_then(|q| q.waiters.front()) == Some(&id))
-        })
+        self.waiters
+            .get(&id)
+            .is_some_and(|w| w.qkeys().all(|k| front(self.by_key.get(&k)) == Some(id)))
     }
 
     /// Takes waiter `id` out of every queue; returns it and the other keys it was first on
@@ -216,14 +228,20 @@ impl Queues {
         let mut freed = Vec::new();
         for k in w.qkeys() {
             if let Some(queue) = self.by_key.get_mut(&k) {
-                if queue.waiters.front() == Some(&id) {
+                if queue.waiters.front().map(|s| s.id) == Some(id) {
                     freed.push(k.clone());
                 }
-                queue.waiters.retain(|&x| x != id);
+                queue.waiters.retain(|s| s.id != id);
+                queue.units = queue.waiters.iter().map(|s| s.units).sum();
             }
         }
         Some((w, freed))
     }
+}
+
+/// The first waiter of a queue.
+fn front(queue: Option<&Queue>) -> Option<u64> {
+    queue.and_then(|q| q.waiters.front()).map(|s| s.id)
 }
 
 static QUEUES: LazyLock<Mutex<Queues>> = LazyLock::new(|| Mutex::new(Queues::default()));
@@ -318,19 +336,31 @@ pub fn enqueue(
         started_us: now_us,
         deadline_us: now_us.saturating_add(wait_ms.saturating_mul(1000)),
     };
-    let keys: Vec<QKey> = w.qkeys().collect();
+    let keys: Vec<(QKey, u64)> = w
+        .qkeys()
+        .map(|k| {
+            let units = w.units_on(&k.1);
+            (k, units)
+        })
+        .collect();
+    let deadline_us = w.deadline_us;
     q.waiters.insert(id, w);
     q.by_client.insert(bc, id);
     WAITING.fetch_add(1, Relaxed);
     STARTED.fetch_add(1, Relaxed);
-    for k in keys {
+    for (k, units) in keys {
         let next_id = q.next_id + 1;
         let queue = q.by_key.entry(k.clone()).or_insert_with(|| Queue {
             id: next_id,
             ..Queue::default()
         });
         let first = queue.waiters.is_empty();
-        queue.waiters.push_back(id);
+        queue.waiters.push_back(Slot {
+            id,
+            units,
+            deadline_us,
+        });
+        queue.units = queue.units.saturating_add(units);
         if queue.id == next_id {
             q.next_id = next_id;
             q.by_id.insert(next_id, k.clone());
@@ -353,14 +383,7 @@ pub fn enqueue(
 fn deadline(q: &Queues, k: &QKey) -> u64 {
     q.by_key
         .get(k)
-        .and_then(|queue| {
-            queue
-                .waiters
-                .iter()
-                .filter_map(|id| q.waiters.get(id))
-                .map(|w| w.deadline_us)
-                .min()
-        })
+        .and_then(|queue| queue.waiters.iter().map(|s| s.deadline_us).min())
         .unwrap_or(u64::MAX)
 }
 
@@ -531,9 +554,8 @@ fn process(ctx: Ctx, k: &QKey, due: Option<u64>) {
             queue
                 .waiters
                 .iter()
-                .copied()
-                .find(|id| q.waiters.get(id).is_some_and(|w| w.deadline_us <= now))
-                .map(|id| (id, q.ahead_of(id), q.first_everywhere(id)))
+                .find(|s| s.deadline_us <= now)
+                .map(|s| (s.id, q.ahead_of(s.id), q.first_everywhere(s.id)))
         };
         if let Some((id, ahead, first)) = expired {
             let Some(mut out) = decide_waiter(ctx, id, first, &ahead, now) else {
@@ -564,7 +586,7 @@ fn process(ctx: Ctx, k: &QKey, due: Option<u64>) {
         }
         let head = {
             let q = queues();
-            let Some(&id) = q.by_key.get(k).and_then(|queue| queue.waiters.front()) else {
+            let Some(id) = front(q.by_key.get(k)) else {
                 break;
             };
             (id, q.first_everywhere(id))
@@ -642,7 +664,7 @@ fn redirect_if_moved(ctx: Ctx, k: &QKey) -> bool {
         let ids: Vec<u64> = q
             .by_key
             .get(k)
-            .map(|queue| queue.waiters.iter().copied().collect())
+            .map(|queue| queue.waiters.iter().map(|s| s.id).collect())
             .unwrap_or_default();
         ids.into_iter()
             .filter_map(|id| q.remove(id).map(|(w, _)| w))
