@@ -569,19 +569,7 @@ fn process(ctx: Ctx, k: &QKey, due: Option<u64>) {
                     TIMED_OUT.fetch_add(1, Relaxed);
                 }
             }
-            let taken = {
-                let mut q = queues();
-                let taken = q.remove(id);
-                if let Some((_, freed)) = &taken {
-                    for f in freed.iter().filter(|f| *f != k) {
-                        schedule(ctx, &mut q, f, real_now, real_now);
-                    }
-                }
-                taken
-            };
-            if let Some((w, _)) = taken {
-                answer(w, out, now);
-            }
+            finish(ctx, k, id, out, now, real_now);
             continue;
         }
         let head = {
@@ -615,19 +603,7 @@ fn process(ctx: Ctx, k: &QKey, due: Option<u64>) {
                 if other.is_ok() {
                     ADMITTED.fetch_add(1, Relaxed);
                 }
-                let taken = {
-                    let mut q = queues();
-                    let taken = q.remove(id);
-                    if let Some((_, freed)) = &taken {
-                        for f in freed.iter().filter(|f| *f != k) {
-                            schedule(ctx, &mut q, f, real_now, real_now);
-                        }
-                    }
-                    taken
-                };
-                if let Some((w, _)) = taken {
-                    answer(w, other, now);
-                }
+                finish(ctx, k, id, other, now, real_now);
             }
         }
     }
@@ -638,6 +614,24 @@ fn process(ctx: Ctx, k: &QKey, due: Option<u64>) {
         if let Some((t, _)) = queue.timer {
             rm::stop_timer(ctx, t);
         }
+    }
+}
+
+/// Answers waiter `id`, decided at `now` while processing `k`, and takes it out of every
+/// queue; the other keys it was first on are processed at once (their next waiters may fit).
+fn finish(ctx: Ctx, k: &QKey, id: u64, out: Result<Verdict, Error>, now: u64, real_now: u64) {
+    let taken = {
+        let mut q = queues();
+        let taken = q.remove(id);
+        if let Some((_, freed)) = &taken {
+            for f in freed.iter().filter(|f| *f != k) {
+                schedule(ctx, &mut q, f, real_now, real_now);
+            }
+        }
+        taken
+    };
+    if let Some((w, _)) = taken {
+        answer(w, out, now);
     }
 }
 
