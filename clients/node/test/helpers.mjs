@@ -1,6 +1,7 @@
 // Real servers for the tests: redis-server (RL_SERVER, default redis-server) with the module
 // (RL_MODULE, default <repo>/target/release/libredis_ratelimit.so) loaded with
 // `test-clock yes`, on free 127.0.0.1 ports; a 3-node Redis Cluster of the same binary.
+import { before, after, beforeEach } from 'node:test';
 import { spawn, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -17,6 +18,27 @@ export const MODULE = path.resolve(process.env.RL_MODULE || path.join(ROOT, 'tar
 export const SERVER = process.env.RL_SERVER || 'redis-server';
 /** A multiple of 60 s, so windows start here and GCRA answers in whole intervals. */
 export const NOW_MS = 1_700_000_040_000;
+
+/**
+ * One real redis-server with the module for a test file (the package's own test helper):
+ * started before its tests, flushed and set to NOW_MS before each (`each` runs then too),
+ * stopped after. `set` receives `{server, redis, limiter}` once they are up.
+ */
+export function moduleServer(set, each = async () => {}) {
+  let s;
+  before(async () => {
+    const { startServer } = await import('redis-ratelimit-module/testing');
+    const { createLimiter } = await import('redis-ratelimit-module');
+    const { default: Redis } = await import('ioredis');
+    const server = await startServer({ module: MODULE, redisServer: SERVER });
+    const redis = new Redis({ port: server.port, host: '127.0.0.1', enableOfflineQueue: false, maxRetriesPerRequest: 0 });
+    await new Promise((r) => redis.once('ready', r));
+    s = { server, redis, limiter: createLimiter(redis) };
+    set(s);
+  });
+  after(async () => { await s?.limiter?.close(); s?.redis?.disconnect(); await s?.server?.stop(); });
+  beforeEach(async () => { await s.server.flush(); await s.server.clock.set(NOW_MS); await each(s); });
+}
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 

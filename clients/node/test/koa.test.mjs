@@ -1,25 +1,16 @@
 // The Koa middleware over real HTTP (a real Koa app, koa-mount), ioredis, against a real
 // server with the module (started by the package's own test helper).
-import { test, before, after, beforeEach } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import Koa from 'koa';
 import mount from 'koa-mount';
-import Redis from 'ioredis';
-import { createLimiter, keys, koaRateLimit } from 'redis-ratelimit-module';
-import { startServer } from 'redis-ratelimit-module/testing';
-import { MODULE, NOW_MS, SERVER } from './helpers.mjs';
+import { keys, koaRateLimit } from 'redis-ratelimit-module';
+import { moduleServer } from './helpers.mjs';
 
 let server;
 let redis;
 let limiter;
-before(async () => {
-  server = await startServer({ module: MODULE, redisServer: SERVER });
-  redis = new Redis({ port: server.port, host: '127.0.0.1', enableOfflineQueue: false, maxRetriesPerRequest: 0 });
-  await new Promise((r) => redis.once('ready', r));
-  limiter = createLimiter(redis);
-});
-after(async () => { await limiter?.close(); redis?.disconnect(); await server?.stop(); });
-beforeEach(async () => { await server.flush(); await server.clock.set(NOW_MS); });
+moduleServer((s) => ({ server, redis, limiter } = s));
 
 const silent = { warn() {}, error() {} };
 const user = (ctx) => ctx.headers['x-user'] ?? null;

@@ -3,25 +3,17 @@
 // own test helper). The conformance cases (node-lease.json, node-local.json, ...) check the
 // exact replies; this file checks what they cannot: timers, several processes at once,
 // rule changes, the adaptive chunk, the metrics hook and configuration errors.
-import { test, before, after, beforeEach } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import express from 'express';
 import Redis from 'ioredis';
-import { createLimiter, expressRateLimit, parseLimitString } from 'redis-ratelimit-module';
-import { startServer } from 'redis-ratelimit-module/testing';
-import { MODULE, NOW_MS, SERVER } from './helpers.mjs';
+import { expressRateLimit, parseLimitString } from 'redis-ratelimit-module';
+import { moduleServer, NOW_MS } from './helpers.mjs';
 
 let server;
 let redis;
 let limiter;
-before(async () => {
-  server = await startServer({ module: MODULE, redisServer: SERVER });
-  redis = new Redis({ port: server.port, host: '127.0.0.1', enableOfflineQueue: false, maxRetriesPerRequest: 0 });
-  await new Promise((r) => redis.once('ready', r));
-  limiter = createLimiter(redis);
-});
-after(async () => { await limiter?.close(); redis?.disconnect(); await server?.stop(); });
-beforeEach(async () => { await server.flush(); await server.clock.set(NOW_MS); await redis.config('RESETSTAT'); });
+moduleServer((s) => ({ server, redis, limiter } = s), async (s) => { await s.redis.config('RESETSTAT'); });
 
 const silent = { warn() {}, error() {} };
 const user = (ctx) => ctx.headers['x-user'] ?? null;
