@@ -47,31 +47,13 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-free_port() {
-    "$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+# shellcheck source=module-server.sh
+. "$ROOT/scripts/module-server.sh"
 
 # start_server NAME: starts redis-server with the module and the test clock, sets PORT.
 start_server() {
-    local name=$1 dir="$TMP/$1" i attempt
-    mkdir -p "$dir"
-    for ((attempt = 0; attempt < 5; attempt++)); do
-        PORT=$(free_port)
-        "$SERVER" --port "$PORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$dir" \
-            --logfile "$dir/redis.log" --loadmodule "$MODULE" test-clock yes &
-        PIDS+=($!)
-        for ((i = 0; i < 100; i++)); do
-            if [[ "$(redis-cli -h 127.0.0.1 -p "$PORT" CONFIG GET dir 2>/dev/null | sed -n 2p)" == "$(cd "$dir" && pwd -P)" ]]; then
-                return 0
-            fi
-            # Ours exited (e.g. another job's server took the port first): another port.
-            kill -0 "${PIDS[-1]}" 2>/dev/null || break
-            sleep 0.05
-        done
-    done
-    echo "examples: error: redis-server ($name) did not start on port $PORT:" >&2
-    cat "$dir/redis.log" >&2
-    return 1
+    start_module_server "$TMP/$1" || return 1
+    PIDS+=("$SERVER_PID")
 }
 
 PASSED=0

@@ -71,36 +71,11 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-free_port() {
-    "$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+# shellcheck source=module-server.sh
+. "$ROOT/scripts/module-server.sh"
 
-# 3. redis-server with the module and the test clock, on a free port (as scripts/examples-test.sh).
-start_server() {
-    local dir="$TMP/redis" i attempt
-    mkdir -p "$dir"
-    for ((attempt = 0; attempt < 5; attempt++)); do
-        PORT=$(free_port)
-        "$SERVER" --port "$PORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$dir" \
-            --logfile "$dir/redis.log" --loadmodule "$MODULE" test-clock yes &
-        SERVER_PID=$!
-        for ((i = 0; i < 100; i++)); do
-            if [[ "$(redis-cli -h 127.0.0.1 -p "$PORT" CONFIG GET dir 2>/dev/null | sed -n 2p)" == "$(cd "$dir" && pwd -P)" ]]; then
-                return 0
-            fi
-            # Ours exited (e.g. another job's server took the port first): another port.
-            kill -0 "$SERVER_PID" 2>/dev/null || break
-            sleep 0.05
-        done
-        kill "$SERVER_PID" 2>/dev/null
-        wait "$SERVER_PID" 2>/dev/null
-        SERVER_PID=
-    done
-    echo "other-clients-test: error: redis-server did not start on port $PORT:" >&2
-    cat "$dir/redis.log" >&2
-    return 1
-}
-start_server || exit 2
+# 3. redis-server with the module and the test clock, on a free port.
+start_module_server "$TMP/redis" || exit 2
 
 # 4. The Ruby snippet against it.
 say "ruby examples/other/ruby/test_ratelimit_example.rb (redis-server on port $PORT)"
