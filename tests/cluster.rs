@@ -548,3 +548,62 @@ fn waiters_of_a_key_that_migrates_are_sent_where_it_went() {
     ));
     assert_eq!(r[0], "0", "the migrated state still refuses: {r:?}");
 }
+
+/// Valkey's atomic slot migration moves a slot without MIGRATE: once the slot belongs to the
+/// target, the source's waiters on its keys are sent there (`-MOVED`) the next time their
+/// queue is looked at (here: the module clock moves), and spend nothing.
+#[test]
+fn valkey_atomic_slot_migration_sends_waiters_to_the_new_owner() {
+    cluster_or_skip!();
+    let probe = Server::start();
+    if !ServerVersion::of(&mut probe.con()).atomic_slot_migration() {
+        eprintln!("SKIPPED: CLUSTER MIGRATESLOTS (atomic slot migration) is Valkey 9+ only");
+        return;
+    }
+    drop(probe);
+    let cl = Cluster::start(3);
+    let (src, dst) = (2usize, 0usize);
+    let tag = tag_on_node(&cl, src, "asmw");
+    let key = format!("{tag}:vendor");
+    let slot = key_slot(&key);
+    let mut sc = cl.nodes[src].con();
+    cl.clock_set_all(T0);
+    ok(&mut sc, &args!("RL.GCRA", &key, 1, 1, 60_000));
+    let waiters: Vec<_> = (0..2)
+        .map(|_| {
+            let mut w = cl.nodes[src].con();
+            let a = args!("RL.GCRA", &key, 1, 1, 60_000, "WAIT", 30_000);
+            std::thread::spawn(move || raw(&mut w, &a))
+        })
+        .collect();
+    wait_until("2 waiters", Duration::from_secs(20), || {
+        info_i64(&mut sc, "ratelimit", "ratelimit_waiting_clients") == 2
+    });
+    let v = ok(
+        &mut sc,
+        &args!(
+            "CLUSTER",
+            "MIGRATESLOTS",
+            "SLOTSRANGE",
+            slot,
+            slot,
+            "NODE",
+            cl.ids[dst]
+        ),
+    );
+    assert_eq!(text(&v), "OK");
+    wait_migration(&mut sc, |s| s == "success");
+    cl.wait_owner(slot, dst);
+    // Looked at again (a clock move processes every queue): sent to the new owner.
+    ok(&mut sc, &args!("RL.CLOCK", "ADVANCE", 1));
+    let moved = format!("MOVED {slot} 127.0.0.1:{}", cl.nodes[dst].port);
+    for w in waiters {
+        let v = w.join().unwrap();
+        assert_eq!(error_text(&v).unwrap_or_default(), moved, "{v:?}");
+    }
+    assert_eq!(
+        info_i64(&mut sc, "ratelimit", "ratelimit_waiting_clients"),
+        0
+    );
+    assert_eq!(count_in_slot(&mut sc, slot), 0);
+}
