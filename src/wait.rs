@@ -68,6 +68,9 @@ pub trait Job: Send + 'static {
     /// Its request decided at `now_us` with `ahead[i]` units of earlier waiters reserved on
     /// key `i`: committing (the write, its expiry and its effect happen now) when `commit`.
     fn decide(&self, ctx: Ctx, commit: bool, ahead: &[u64], now_us: u64) -> Result<Verdict, Error>;
+    /// Its final decision, as it is answered (admitted, or refused when its time ran out or
+    /// it was unblocked): a request that waited is counted once, then.
+    fn answered(&self, _verdict: &dyn Answered) {}
 }
 
 /// A woken waiter's decision: whether it admits, when it would, and its reply.
@@ -79,6 +82,8 @@ pub trait Answered: Send + 'static {
     fn refuse(&mut self);
     /// Replies with `waited_ms`.
     fn reply(&self, ctx: Ctx, waited_ms: u64);
+    /// For its job's [`Job::answered`].
+    fn as_any(&self) -> &dyn Any;
 }
 
 pub type Verdict = Box<dyn Answered>;
@@ -95,6 +100,9 @@ impl Answered for Outcome {
     }
     fn reply(&self, ctx: Ctx, waited_ms: u64) {
         reply_waited(ctx, self, waited_ms);
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
     }
 }
 
@@ -480,6 +488,9 @@ pub fn on_timer(ctx: Ctx, id: u64) {
 
 /// Answers `w` (unblocking it).
 fn answer(w: Waiter, a: Result<Verdict, Error>, now: u64) {
+    if let Ok(v) = &a {
+        w.job.answered(v.as_ref());
+    }
     let waited_ms = now.saturating_sub(w.started_us).div_ceil(1000);
     let value = match a {
         Ok(v) => Answer::Decided(v, waited_ms),
@@ -757,6 +768,7 @@ fn on_timeout(ctx: Ctx, bc: BlockedClient) -> c_int {
             match w.job.decide(ctx, false, &ahead, now) {
                 Ok(mut v) => {
                     v.refuse();
+                    w.job.answered(v.as_ref());
                     let waited = now.saturating_sub(w.started_us).div_ceil(1000);
                     v.reply(ctx, waited);
                 }

@@ -561,3 +561,50 @@ fn the_aof_holds_the_woken_writes() {
         .collect();
     assert_eq!(got, want);
 }
+
+/// `(requests, admitted, refused)` of policy `name`'s statistics.
+fn policy_counts(c: &mut Connection, name: &str) -> (i64, i64, i64) {
+    let Value::Array(v) = raw(c, &args!("RL.POLICY", "STATS", name)) else {
+        panic!("STATS")
+    };
+    let field = |f: &str| {
+        v.chunks(2)
+            .find(|p| text(&p[0]) == f)
+            .map_or(-1, |p| int(&p[1]))
+    };
+    (field("requests"), field("admitted"), field("refused"))
+}
+
+#[test]
+fn a_request_that_waited_is_counted_once_in_its_policy_when_answered() {
+    let (s, mut c) = Server::at_clock(T0);
+    ok(
+        &mut c,
+        &args!("RL.POLICY", "SET", "api", "GCRA", 1, 1, 60_000),
+    );
+    assert_eq!(ints(&raw(&mut c, &args!("RL.ALLOW", "{p}u", "api")))[0], 1);
+    assert_eq!(policy_counts(&mut c, "api"), (1, 1, 0));
+    // Admitted after waiting: one request, admitted (not a refusal, then an admission).
+    let h = blocked(&s, args!("RL.ALLOW", "{p}u", "api", "WAIT", 120_000));
+    until_waiting(&mut c, 1);
+    assert_eq!(
+        policy_counts(&mut c, "api"),
+        (1, 1, 0),
+        "not counted while it waits"
+    );
+    clock_advance(&mut c, 60_000);
+    assert_eq!(ints(&h.join().unwrap())[0], 1);
+    assert_eq!(policy_counts(&mut c, "api"), (2, 2, 0));
+    // Out of time: one request, refused. RL.ALL with a policy rule alike.
+    let h = blocked(&s, args!("RL.ALLOW", "{p}u", "api", "WAIT", 1000));
+    until_waiting(&mut c, 1);
+    let all = args!("RL.ALL", 1, "{p}u", "POLICY", "api", "WAIT", 120_000);
+    let a = blocked(&s, all);
+    until_waiting(&mut c, 2);
+    clock_advance(&mut c, 1000);
+    assert_eq!(ints(&h.join().unwrap())[0], 0);
+    assert_eq!(policy_counts(&mut c, "api"), (3, 2, 1));
+    clock_advance(&mut c, 59_000);
+    assert_eq!(all_reply(&a.join().unwrap()).0, 1);
+    assert_eq!(policy_counts(&mut c, "api"), (4, 3, 1));
+}

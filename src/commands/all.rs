@@ -303,15 +303,14 @@ fn count_policies(items: &Few<Item>, steps: &Few<Step>, shadowed: &Few<bool>, sp
 /// of a fixed-size state on a copy kept to be stored, the others dry); if all admit and it
 /// is not a dry run, each spends, in one atomic step, and the call's effects go out as one
 /// `RL._APPLY` (every key of the call is in one slot). Returns each rule's step and the
-/// index of the first that refused. `count`: counted in the statistics (a call; a woken
-/// waiter is decided again at each wake-up and counted once, when called).
+/// index of the first that refused, and whether each rule was a shadow refusal (counted by
+/// [`count_call`] once the call is answered).
 fn decide_call<'a>(
     ctx: Ctx,
     items: &Few<Item<'a>>,
     dryrun: bool,
     now: u64,
-    count: bool,
-) -> Result<(Few<Step<'a>>, Option<usize>), Error> {
+) -> Result<Decision<'a>, Error> {
     let mut steps = Few::new();
     steps.reserve(items.len());
     for it in items.iter() {
@@ -338,16 +337,28 @@ fn decide_call<'a>(
             shadow(it, &mut st.out);
         }
     }
-    if !count {
-        return Ok((steps, refused_by));
-    }
+    Ok(Decision {
+        steps,
+        refused_by,
+        shadowed,
+    })
+}
+
+/// A call decided.
+struct Decision<'a> {
+    steps: Few<Step<'a>>,
+    refused_by: Option<usize>,
+    shadowed: Few<bool>,
+}
+
+/// Counts an answered call in the statistics: its policies' (a spend) and its events.
+fn count_call(items: &Few<Item>, d: &Decision, dryrun: bool) {
     if !dryrun && items.iter().any(|it| it.policy.is_some()) {
-        count_policies(items, &steps, &shadowed, refused_by.is_none());
+        count_policies(items, &d.steps, &d.shadowed, d.refused_by.is_none());
     }
-    for st in steps.iter() {
+    for st in d.steps.iter() {
         crate::stats::events(st.out.events);
     }
-    Ok((steps, refused_by))
 }
 
 /// The call's reply: `allowed`, `refused_by`, each rule's reply, then `waited_ms` (with
@@ -390,7 +401,8 @@ pub fn all(ctx: Ctx, args: &[RStr]) -> Result<Decided, Error> {
             it.req = crate::wait::behind_waiters(ctx, it.key, &it.req);
         }
     }
-    let (steps, refused_by) = decide_call(ctx, &items, dryrun, now, true)?;
+    let d = decide_call(ctx, &items, dryrun, now)?;
+    let (steps, refused_by) = (&d.steps, d.refused_by);
     let spends = items
         .iter()
         .any(|it| matches!(it.req.ask, Ask::Spend(c) if c > 0));
@@ -407,12 +419,13 @@ pub fn all(ctx: Ctx, args: &[RStr]) -> Result<Decided, Error> {
             let job = AllJob::new(&items, &original);
             if let Some(job) = job {
                 if crate::wait::enqueue(ctx, Box::new(job), wait_ms, now, retry_ms) {
-                    // Blocked: answered when admitted or out of time (`wait.rs`).
+                    // Blocked: answered, and counted, when admitted or out of time.
                     return Ok(None);
                 }
             }
         }
     }
+    count_call(&items, &d, dryrun);
     reply_call(
         ctx,
         steps.len(),
@@ -486,18 +499,49 @@ impl crate::wait::Job for AllJob {
             });
         }
         drop(reg);
-        let (steps, refused_by) = decide_call(ctx, &items, !commit, now, false)?;
+        let d = decide_call(ctx, &items, !commit, now)?;
         Ok(Box::new(AllVerdict {
-            outs: steps.iter().map(|st| st.out).collect(),
-            refused_by,
+            outs: d.steps.iter().map(|st| st.out).collect(),
+            refused_by: d.refused_by,
+            shadowed: d.shadowed.iter().copied().collect(),
+            reqs: items
+                .iter()
+                .map(|it| Request {
+                    commit: true,
+                    ..it.req
+                })
+                .collect(),
         }))
+    }
+
+    /// Counted as a call is, once, as it is answered.
+    fn answered(&self, v: &dyn crate::wait::Answered) {
+        let Some(v) = v.as_any().downcast_ref::<AllVerdict>() else {
+            return;
+        };
+        let spent = v.refused_by.is_none();
+        let mut reg = crate::policy::registry();
+        let each = self.keys.iter().zip(&self.rules).zip(&v.outs);
+        for (i, (((key, _), (_, _, policy)), out)) in each.enumerate() {
+            crate::stats::events(out.events);
+            let (Some((name, _)), Some(req)) = (policy, v.reqs.get(i)) else {
+                continue;
+            };
+            let sh = v.shadowed.get(i).copied().unwrap_or(false);
+            if spent || sh || !out.decision.allowed {
+                policy::count_stats(&mut reg, name, key, req, out, sh);
+            }
+        }
     }
 }
 
-/// A woken RL.ALL call's decision.
+/// A woken RL.ALL call's decision, with what its statistics count.
 struct AllVerdict {
     outs: Vec<Outcome>,
     refused_by: Option<usize>,
+    shadowed: Vec<bool>,
+    /// Each rule's request as decided (committing, for the counts).
+    reqs: Vec<Request>,
 }
 
 impl crate::wait::Answered for AllVerdict {
@@ -534,5 +578,9 @@ impl crate::wait::Answered for AllVerdict {
             self.refused_by,
             Some(waited_ms),
         );
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }

@@ -496,7 +496,9 @@ pub fn allow(ctx: Ctx, args: &[RStr]) -> Result<Decided, Error> {
     let mut out = request_in(&mut txn, &r.rule, &behind, Other::Restart)?;
     drop(txn);
     let shadow = r.shadow(&req, &mut out);
-    count(p, key, &req, &out, shadow);
+    if opts.wait_ms.is_none() {
+        count(p, key, &req, &out, shadow);
+    }
     drop(reg);
     if let Some(wait_ms) = opts.wait_ms {
         let job = || -> Option<Box<dyn crate::wait::Job>> {
@@ -507,8 +509,10 @@ pub fn allow(ctx: Ctx, args: &[RStr]) -> Result<Decided, Error> {
             }))
         };
         if super::wait_or_reply(ctx, wait_ms, &req, &mut out, now, job) {
+            // Counted when it is answered (`AllowJob::answered`).
             return Ok(None);
         }
+        count_stats(&mut registry(), name, key, &req, &out, shadow);
     }
     reply_outcome(ctx, &out);
     Ok(super::count(&req, &out))
@@ -546,8 +550,48 @@ impl crate::wait::Job for AllowJob {
         let mut txn = Txn::open(ctx, key, commit, now);
         let mut out = request_in(&mut txn, &r.rule, &req, Other::Restart)?;
         drop(txn);
-        r.shadow(&req, &mut out);
-        Ok(Box::new(out))
+        let shadow = r.shadow(&req, &mut out);
+        Ok(Box::new(AllowVerdict {
+            out,
+            req: Request {
+                commit: true,
+                ..req
+            },
+            shadow,
+        }))
+    }
+
+    fn answered(&self, v: &dyn crate::wait::Answered) {
+        let [(key, _)] = &self.key;
+        if let Some(v) = v.as_any().downcast_ref::<AllowVerdict>() {
+            count_stats(&mut registry(), &self.name, key, &v.req, &v.out, v.shadow);
+        }
+    }
+}
+
+/// A woken `RL.ALLOW`'s decision, with what its policy's statistics count.
+struct AllowVerdict {
+    out: Outcome,
+    /// Its request, as called (committing).
+    req: Request,
+    shadow: bool,
+}
+
+impl crate::wait::Answered for AllowVerdict {
+    fn allowed(&self) -> bool {
+        self.out.allowed()
+    }
+    fn retry_after_ms(&self) -> u64 {
+        self.out.retry_after_ms()
+    }
+    fn refuse(&mut self) {
+        self.out.refuse();
+    }
+    fn reply(&self, ctx: Ctx, waited_ms: u64) {
+        self.out.reply(ctx, waited_ms);
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }
 
