@@ -143,20 +143,9 @@ pub struct Waiter {
     db: c_int,
     job: Box<dyn Job>,
     started_us: u64,
-    deadline_us: u64,
 }
 
 impl Waiter {
-    /// The units it holds back on key `name`.
-    fn units_on(&self, name: &[u8]) -> u64 {
-        self.job
-            .keys()
-            .iter()
-            .filter(|(k, _)| rm::bytes(k) == name)
-            .map(|(_, u)| *u)
-            .sum()
-    }
-
     fn qkeys(&self) -> impl Iterator<Item = QKey> + '_ {
         self.job
             .keys()
@@ -323,10 +312,15 @@ pub fn enqueue(
     let mut q = queues();
     let max_key = usize::try_from(MAX_PER_KEY.load(Relaxed)).unwrap_or(0);
     let max_all = u64::try_from(MAX_TOTAL.load(Relaxed)).unwrap_or(0);
-    let full = job.keys().iter().any(|(k, _)| {
-        let k = (db, rm::bytes(k).to_vec());
-        q.by_key.get(&k).map_or(0, |q| q.waiters.len()) >= max_key
-    });
+    // Its keys, each with the units it holds back there.
+    let keys: Vec<(QKey, u64)> = job
+        .keys()
+        .iter()
+        .map(|(k, units)| ((db, rm::bytes(k).to_vec()), *units))
+        .collect();
+    let full = keys
+        .iter()
+        .any(|(k, _)| q.by_key.get(k).map_or(0, |q| q.waiters.len()) >= max_key);
     if full || WAITING.load(Relaxed) >= max_all {
         OVER_BOUNDS.fetch_add(1, Relaxed);
         return false;
@@ -342,16 +336,8 @@ pub fn enqueue(
         db,
         job,
         started_us: now_us,
-        deadline_us: now_us.saturating_add(wait_ms.saturating_mul(1000)),
     };
-    let keys: Vec<(QKey, u64)> = w
-        .qkeys()
-        .map(|k| {
-            let units = w.units_on(&k.1);
-            (k, units)
-        })
-        .collect();
-    let deadline_us = w.deadline_us;
+    let deadline_us = now_us.saturating_add(wait_ms.saturating_mul(1000));
     q.waiters.insert(id, w);
     q.by_client.insert(bc, id);
     WAITING.fetch_add(1, Relaxed);

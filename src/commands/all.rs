@@ -479,14 +479,8 @@ impl crate::wait::Job for AllJob {
             };
             let (rule, policy) = match policy {
                 Some((name, _)) => {
-                    let r = policy::resolve(&reg, name, key)?;
-                    if r.algo == crate::state::Algo::Concurrency {
-                        return Err(policy::ALL_CONCURRENCY.into());
-                    }
-                    if matches!(req.ask, Ask::Spend(c) if c > 0) {
-                        req.block_ms = r.block_ms;
-                    }
-                    crate::options::check(&req, r.rule.limit(), r.limit_name)?;
+                    let r = policy::resolve_for_all(&reg, name, key)?;
+                    req = r.again(req)?;
                     (r.rule, Some((&name[..], r.shadow)))
                 }
                 None => (*rule, None),

@@ -35,7 +35,7 @@ const BAD_NAME: &CStr = c"ERR policy name must be 1 to 128 bytes of A-Z a-z 0-9 
 const PERCENT: &CStr = c"ERR percent must be between 1 and 100";
 const NEEDS_PREAMBLE: &CStr = c"ERR policies are persisted in the RDB preamble of the AOF: set aof-use-rdb-preamble yes while appendonly is yes";
 const LOAD_PAYLOAD: &CStr = c"ERR RL._POLICY payload is not a valid policy";
-pub const ALL_CONCURRENCY: &CStr = c"ERR RL.ALL takes no CONCURRENCY policy";
+const ALL_CONCURRENCY: &CStr = c"ERR RL.ALL takes no CONCURRENCY policy";
 
 /// `ERR no such policy 'name'`.
 pub fn no_such(name: &[u8]) -> Error {
@@ -416,11 +416,23 @@ impl Resolved {
 
     /// The request the caller's options make, with the policy's `BLOCK` on a spend.
     pub fn request(&self, opts: crate::options::Opts) -> Request {
-        let mut req = opts.request();
+        self.with_block(opts.request())
+    }
+
+    /// `req` under this version: the policy's `BLOCK` on a spend.
+    fn with_block(&self, mut req: Request) -> Request {
         if matches!(req.ask, Ask::Spend(c) if c > 0) {
             req.block_ms = self.block_ms;
         }
         req
+    }
+
+    /// A waiter's `req`, parsed under an earlier version, under this one: its `BLOCK`, and
+    /// checked against its limit (a cost the new limit can never admit is an error).
+    pub fn again(&self, req: Request) -> Result<Request, Error> {
+        let req = self.with_block(req);
+        crate::options::check(&req, self.rule.limit(), self.limit_name)?;
+        Ok(req)
     }
 
     /// See [`shadow`].
@@ -541,8 +553,7 @@ impl crate::wait::Job for AllowJob {
     ) -> Result<crate::wait::Verdict, Error> {
         let [(key, _)] = &self.key;
         let r = resolve(&registry(), &self.name, key)?;
-        let mut req = r.request(self.opts);
-        crate::options::check(&req, r.rule.limit(), r.limit_name)?;
+        let mut req = r.again(self.opts.request())?;
         req.commit = commit;
         req.reserve = req
             .reserve
@@ -595,14 +606,20 @@ impl crate::wait::Answered for AllowVerdict {
     }
 }
 
+/// [`resolve`] for an RL.ALL rule (which takes no CONCURRENCY policy).
+pub fn resolve_for_all(reg: &Registry, name: &[u8], key: &RStr) -> Result<Resolved, Error> {
+    let r = resolve(reg, name, key)?;
+    if r.algo == Algo::Concurrency {
+        return Err(ALL_CONCURRENCY.into());
+    }
+    Ok(r)
+}
+
 /// RL.ALL's `POLICY name [COST n] [RESERVE r]` rule for `key`, at the front of `a` (after
 /// the word POLICY): the resolved version, its request, and how many arguments it took.
 pub fn all_rule(a: &[RStr], key: &RStr) -> Result<(Resolved, Request, usize), Error> {
     let name = rm::bytes(a.first().ok_or(Error::Static(crate::error::SYNTAX))?);
-    let r = resolve(&registry(), name, key)?;
-    if r.algo == Algo::Concurrency {
-        return Err(ALL_CONCURRENCY.into());
-    }
+    let r = resolve_for_all(&registry(), name, key)?;
     let takes = r
         .algo
         .spec()
